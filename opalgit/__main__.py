@@ -1,0 +1,7 @@
+"""``python -m opalgit`` runs the ``opal`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

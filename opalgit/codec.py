@@ -1,0 +1,238 @@
+"""Canonical msgpack and zstd framing: the only importer of msgpack and zstandard.
+
+Two rules keep content addresses stable:
+
+* An object's identity is SHA-256 over its *canonical, uncompressed* msgpack bytes.
+  Canonical means: opal's own maps have their keys sorted, times are integers
+  (milliseconds since the epoch), and every object starts with a format version.
+  zstd output is only reproducible for one library version and level, so
+  compression is a storage detail (:func:`frame`), never part of an id.
+* Source records (a line of an agent's session file) are stored as *ordered*
+  msgpack: their key order is data, because writing the record back must give
+  the agent's exact bytes. Ordered values are packed on their own
+  (:func:`pack_ordered`) and embedded as a byte string in the canonical map.
+
+Large strings inside a source record are moved out into payload objects and
+replaced by a :class:`PayloadRef` (msgpack ext type 1 holding the payload's
+SHA-256), so a file that the agent read twenty times is stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Iterable
+
+import msgpack
+import zstandard
+
+from .errors import CorruptObjectError
+
+FORMAT_VERSION = 1
+
+#: Strings at least this long (UTF-8 bytes) inside a source record become payloads.
+PAYLOAD_THRESHOLD = 2048
+
+_EXT_PAYLOAD = 1
+
+# Storage frames. The first bytes say how the rest is stored, so a reader never
+# guesses: zstd (level 3, content size in the frame) or raw when zstd would not help.
+MAGIC_ZSTD = b"OPZ1"
+MAGIC_RAW = b"OPR1"
+_ZSTD_LEVEL = 3
+_MIN_COMPRESS = 64
+
+_compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True)
+_decompressor = zstandard.ZstdDecompressor()
+
+# Bound on a single decompressed object: protects against a corrupt or hostile
+# frame that claims an enormous size.
+MAX_OBJECT_SIZE = 1 << 31
+
+
+class PayloadRef:
+    """A reference to a payload object, by the SHA-256 of its bytes."""
+
+    __slots__ = ("digest",)
+
+    def __init__(self, digest: bytes) -> None:
+        if len(digest) != 32:
+            raise CorruptObjectError("a payload reference must hold a 32-byte SHA-256")
+        self.digest = digest
+
+    @property
+    def hex(self) -> str:
+        return self.digest.hex()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PayloadRef) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"PayloadRef({self.digest.hex()[:12]})"
+
+
+def digest(data: bytes) -> bytes:
+    """The content address of canonical bytes (SHA-256, raw 32 bytes)."""
+    return hashlib.sha256(data).digest()
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def frame(data: bytes) -> bytes:
+    """Wrap bytes for storage: zstd-compressed when that makes them smaller."""
+    if len(data) >= _MIN_COMPRESS:
+        packed = _compressor.compress(data)
+        if len(packed) + len(MAGIC_ZSTD) < len(data):
+            return MAGIC_ZSTD + packed
+    return MAGIC_RAW + data
+
+
+def unframe(blob: bytes) -> bytes:
+    """Inverse of :func:`frame`; raises :class:`CorruptObjectError` on anything else."""
+    head = blob[:4]
+    if head == MAGIC_RAW:
+        return blob[4:]
+    if head == MAGIC_ZSTD:
+        try:
+            return _decompressor.decompress(blob[4:], max_output_size=MAX_OBJECT_SIZE)
+        except zstandard.ZstdError as exc:
+            raise CorruptObjectError(f"a stored object does not decompress: {exc}") from None
+    raise CorruptObjectError("a stored object has no opal frame header")
+
+
+# --------------------------------------------------------------------- canonical maps
+
+
+def _canonical_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for key in sorted(value):
+            if not isinstance(key, str):
+                raise TypeError(f"canonical map keys must be strings, not {type(key).__name__}")
+            out[key] = _canonical_value(value[key])
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_canonical_value(v) for v in value]
+    if isinstance(value, float):
+        raise TypeError("canonical objects hold no floats (times are integer milliseconds)")
+    return value
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, PayloadRef):
+        return msgpack.ExtType(_EXT_PAYLOAD, obj.digest)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_PAYLOAD:
+        return PayloadRef(data)
+    raise CorruptObjectError(f"unknown msgpack extension type {code}")
+
+
+def pack_canonical(kind: str, body: dict) -> bytes:
+    """Canonical bytes of an opal object: ``[FORMAT_VERSION, kind, body]``."""
+    return msgpack.packb(
+        [FORMAT_VERSION, kind, _canonical_value(body)], use_bin_type=True, default=_default
+    )
+
+
+def unpack_canonical(data: bytes, kind: str | None = None) -> dict:
+    """Decode canonical bytes and check the envelope; returns the body map."""
+    try:
+        obj = msgpack.unpackb(data, raw=False, ext_hook=_ext_hook, strict_map_key=True)
+    except CorruptObjectError:
+        raise
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CorruptObjectError(f"a stored object is not valid msgpack: {exc}") from None
+    if not (isinstance(obj, list) and len(obj) == 3 and isinstance(obj[2], dict)):
+        raise CorruptObjectError("a stored object lacks the [version, kind, body] envelope")
+    version, got_kind, body = obj
+    if version != FORMAT_VERSION:
+        raise CorruptObjectError(
+            f"a stored object has format version {version!r}; this opal reads {FORMAT_VERSION}",
+        )
+    if kind is not None and got_kind != kind:
+        raise CorruptObjectError(f"expected a {kind!r} object, found {got_kind!r}")
+    return body
+
+
+# ----------------------------------------------------------------- ordered (source) values
+
+
+def pack_ordered(value: Any) -> bytes:
+    """Pack a source value keeping its key order (order is part of the record)."""
+    return msgpack.packb(value, use_bin_type=True, default=_default)
+
+
+def unpack_ordered(data: bytes) -> Any:
+    try:
+        return msgpack.unpackb(data, raw=False, ext_hook=_ext_hook, strict_map_key=False)
+    except CorruptObjectError:
+        raise
+    except Exception as exc:
+        raise CorruptObjectError(f"a stored record is not valid msgpack: {exc}") from None
+
+
+def externalize(value: Any, payloads: dict[bytes, bytes], threshold: int = PAYLOAD_THRESHOLD) -> Any:
+    """Replace long strings in a JSON value by :class:`PayloadRef`; fill ``payloads``.
+
+    Returns a new value (the input is not modified). Dict key order is kept.
+    """
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            if len(v) >= threshold // 4:  # cheap pre-check before encoding
+                data = v.encode("utf-8", "surrogatepass")
+                if len(data) >= threshold:
+                    d = digest(data)
+                    payloads.setdefault(d, data)
+                    return PayloadRef(d)
+            return v
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+def internalize(value: Any, load: Callable[[bytes], bytes]) -> Any:
+    """Inverse of :func:`externalize`: resolve every :class:`PayloadRef` with ``load``."""
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, PayloadRef):
+            return load(v.digest).decode("utf-8", "surrogatepass")
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+def payload_refs(value: Any) -> Iterable[bytes]:
+    """Every payload digest referenced inside a (decoded) value."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, PayloadRef):
+            yield v.digest
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+def pack_plain(value: Any) -> bytes:
+    """msgpack for small internal structures whose order is fixed by construction."""
+    return msgpack.packb(value, use_bin_type=True, default=_default)
+
+
+def unpack_plain(data: bytes) -> Any:
+    return unpack_ordered(data)

@@ -1,0 +1,91 @@
+"""Reading JSON-lines session files exactly, and writing JSON the way agents do.
+
+Pure: no repository, no environment. Every agent that keeps sessions as JSON lines
+(Claude Code, Codex, Gemini CLI) writes compact JSON without ASCII escaping, which is
+what :func:`dumps` produces. When a record's bytes differ from that rendering
+(a hand-edited file, a float written as ``1.0``, a duplicate key), the importer keeps
+the exact bytes instead, so a round trip is byte-identical either way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import IO, Any, Iterator
+
+from .errors import InputError
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as JavaScript's ``JSON.stringify`` and serde_json write it."""
+    return _encoder.encode(value).encode("utf-8", "surrogatepass")
+
+
+def exact(value: Any, raw: bytes) -> bool:
+    """True when :func:`dumps` reproduces ``raw`` byte for byte."""
+    try:
+        return dumps(value) == raw
+    except (ValueError, TypeError, UnicodeEncodeError):
+        return False
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a JSON-lines file, as bytes, with where it sits in the file."""
+
+    number: int  # 1-based
+    start: int  # byte offset of the first byte
+    end: int  # byte offset just past the line terminator
+    raw: bytes  # the line without its terminating b"\n"
+    terminated: bool  # False only for a last line that has no b"\n" yet
+
+
+def iter_lines(fh: IO[bytes], *, start: int = 0, first_number: int = 1) -> Iterator[Line]:
+    """Yield the lines of a binary stream from byte offset ``start``.
+
+    Blank lines are yielded too (callers skip them) so that line numbers stay true.
+    """
+    fh.seek(start)
+    pos = start
+    number = first_number
+    for chunk in iter(fh.readline, b""):
+        end = pos + len(chunk)
+        terminated = chunk.endswith(b"\n")
+        raw = chunk[:-1] if terminated else chunk
+        yield Line(number, pos, end, raw, terminated)
+        pos = end
+        number += 1
+
+
+class ParseFailure(Exception):
+    """Internal: a line that is not a JSON value (carries a short reason)."""
+
+
+def parse(raw: bytes) -> Any:
+    """Parse one JSON line; raises :class:`ParseFailure` with a short reason."""
+    if b"\x00" in raw:
+        raise ParseFailure("binary data (NUL bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseFailure(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseFailure(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ParseFailure("JSON nested too deeply") from None
+
+
+def sniff_binary(path: str, head: bytes) -> None:
+    """Refuse files that are obviously not text (images, archives, zstd without name)."""
+    if not head:
+        return
+    if b"\x00" in head[:4096]:
+        raise InputError(
+            "this is a binary file, not a JSON-lines session",
+            path=path,
+            hint="give the path of the agent's .jsonl session file",
+        )
