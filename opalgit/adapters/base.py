@@ -1,0 +1,252 @@
+"""The adapter interface: how opal reads (and later writes) one agent's session files.
+
+An adapter is one module with one class. It is pure: it may read the agent's files
+and the environment mapping it is handed, but it never touches opal's store, never
+prints, and never imports another adapter. The registry
+(:mod:`opalgit.adapters`) finds adapters through the ``opalgit.adapters`` entry-point
+group; the built-in ones are registered the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import IO, Any, Iterator, Mapping
+
+from .. import jsonl
+from ..errors import InputError
+from ..model import Normal, SessionInfo, Turn
+
+#: How much of a file before the import cursor is hashed to prove it is unchanged.
+TAIL_WINDOW = 64 * 1024
+
+
+@dataclass(frozen=True)
+class SessionFile:
+    """A session file found on disk."""
+
+    agent: str
+    id: str
+    path: str
+    mtime: float
+    size: int
+
+
+@dataclass
+class Record:
+    """One source record read from a file, with its normalized view."""
+
+    turn: Turn
+    normal: Normal
+    line: int  # 1-based line number of the record in the file
+
+
+@dataclass
+class View:
+    """One line of conversation inside a file: becomes one opal branch.
+
+    A Claude Code file can hold several (its own rewinds and edits fork the
+    ``parentUuid`` tree); most files hold exactly one.
+    """
+
+    indices: list[int]  # positions in ReadResult.records, in file order
+    leaf: str | None = None  # agent-specific id of the view's last node
+    name_hint: str | None = None  # None for the active view; else a branch-name suffix
+
+
+@dataclass
+class ReadResult:
+    session: SessionInfo
+    records: list[Record]
+    views: list[View]  # views[0] is the one the agent itself would resume
+    state: dict  # adapter's state for the next incremental read
+    end: int  # byte offset just past the last record consumed
+    lines: int  # number of lines consumed (whole lines only)
+    warnings: list[str] = field(default_factory=list)
+    extends: bool = False  # incremental read: records simply extend the previous active view
+
+
+class Adapter:
+    """Base class of every agent adapter."""
+
+    #: Registry name, used on the command line (``--agent claude``).
+    name: str = ""
+    #: Human name, used in messages.
+    title: str = ""
+
+    # -- discovery ----------------------------------------------------------------
+
+    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
+        """Session files that belong to the project folder ``cwd``, newest first."""
+        raise NotImplementedError
+
+    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
+        """The file of one session, wherever it is, or None."""
+        raise NotImplementedError
+
+    def sniff(self, path: str, head: bytes) -> bool:
+        """True when the first bytes of ``path`` look like one of this agent's files."""
+        raise NotImplementedError
+
+    # -- reading ------------------------------------------------------------------
+
+    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        """Read records from byte offset ``start``.
+
+        With ``start == 0`` the whole file is read and ``views`` are computed. With
+        ``start > 0`` (incremental), ``state`` is what the previous read returned and
+        the adapter sets ``extends`` when every new record simply extends the previous
+        active view; otherwise the caller reads the whole file again.
+        """
+        raise NotImplementedError
+
+    def normalize(self, turn: Turn) -> Normal:
+        """The normalized view of a stored (resolved) turn."""
+        raise NotImplementedError
+
+    # -- writing ------------------------------------------------------------------
+
+    def export(self, req: "ExportRequest") -> "ExportResult":
+        """Files that make ``req.turns`` a native, resumable session of this agent.
+
+        Same-agent records are written back as they were (only the session id and,
+        where the agent needs it, the folder change); foreign records are converted
+        from their normalized view, and every conversion or omission is counted in
+        the result's :class:`LossReport`. Nothing is written here: the caller writes
+        the files, refusing to overwrite any.
+        """
+        raise NotImplementedError
+
+    def render(self, turn: Turn) -> bytes:
+        """The exact bytes of a (resolved) turn's source line, without the newline."""
+        if turn.has_record:
+            return jsonl.dumps(turn.record)
+        if isinstance(turn.line, bytes):
+            return turn.line
+        raise InputError(f"a {turn.agent} turn has no source record to write back")
+
+
+# ---------------------------------------------------------------- shared JSONL reading
+
+
+@dataclass
+class RawRecord:
+    line: jsonl.Line
+    value: Any  # parsed JSON, or None when the line is not JSON
+    problem: str | None  # why the line is not JSON, or None
+
+
+def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:
+    """Parse JSON lines from ``start``; blank lines skipped; bad lines reported, not raised.
+
+    A last line without a newline is not yielded at all: the agent may still be
+    writing it, and a later commit will pick it up whole.
+    """
+    for line in jsonl.iter_lines(fh, start=start, first_number=first_line):
+        if not line.terminated:
+            return
+        if not line.raw.strip():
+            yield RawRecord(line, None, "blank")
+            continue
+        try:
+            value = jsonl.parse(line.raw)
+        except jsonl.ParseFailure as exc:
+            yield RawRecord(line, None, str(exc))
+            continue
+        yield RawRecord(line, value, None)
+
+
+def record_turn(agent: str, raw: RawRecord) -> Turn:
+    """Store a parsed line as its record when that reproduces the bytes, else the bytes."""
+    if raw.value is not None and jsonl.exact(raw.value, raw.line.raw):
+        return Turn.from_record(agent, raw.value)
+    return Turn.from_line(agent, raw.line.raw)
+
+
+def tail_hash(path: str, end: int) -> bytes:
+    """SHA-256 of the last :data:`TAIL_WINDOW` bytes before ``end`` (the prefix check)."""
+    start = max(0, end - TAIL_WINDOW)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    if len(data) != end - start:
+        return b""
+    return hashlib.sha256(data).digest()
+
+
+def trailing_partial(path: str, end: int) -> bool:
+    """True when the file has bytes after ``end`` that do not yet end in a newline."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    return size > end
+
+
+# ---------------------------------------------------------------------- exporting
+
+
+@dataclass
+class ExportTurn:
+    """One stored record on its way out: the resolved turn and its normalized view."""
+
+    turn: Turn
+    normal: Normal
+
+
+@dataclass
+class LossReport:
+    """What an export converted or left out, counted by kind (never silent).
+
+    Kinds are short stable strings, e.g. ``tool_call:mapped`` (a tool call renamed to
+    the target's counterpart), ``reasoning:signed`` (vendor-signed reasoning dropped),
+    ``record:meta`` (an agent-specific bookkeeping record with no counterpart).
+    """
+
+    converted: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def convert(self, kind: str, n: int = 1) -> None:
+        self.converted[kind] = self.converted.get(kind, 0) + n
+
+    def drop(self, kind: str, n: int = 1) -> None:
+        self.dropped[kind] = self.dropped.get(kind, 0) + n
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def merge(self, other: "LossReport") -> None:
+        for k, v in other.converted.items():
+            self.convert(k, v)
+        for k, v in other.dropped.items():
+            self.drop(k, v)
+        for n in other.notes:
+            self.note(n)
+
+    def to_json(self) -> dict:
+        return {"converted": dict(sorted(self.converted.items())), "dropped": dict(sorted(self.dropped.items())), "notes": list(self.notes)}
+
+
+@dataclass
+class ExportRequest:
+    """Everything an adapter needs to write a session in its own format."""
+
+    turns: list[ExportTurn]  # the state's records in order (meta records included)
+    session: SessionInfo | None  # the source session (agent, cwd, model ...)
+    cwd: str  # absolute folder the user will resume from
+    session_id: str  # fresh id for the new session (a UUID string)
+    env: Mapping[str, str]  # to find the agent's home (HOME, CLAUDE_CONFIG_DIR, CODEX_HOME ...)
+    now_ms: int  # export time, for file names and new timestamps
+    reasoning: str = "drop"  # foreign reasoning: "drop" or "text" (kept as plain marked text)
+
+
+@dataclass
+class ExportResult:
+    files: list[tuple[str, bytes]]  # absolute paths and their full contents; each must not exist yet
+    session_id: str
+    resume: list[str]  # argv that resumes it, run from ``cwd`` (e.g. ["claude", "--resume", id])
+    report: LossReport
+    aux: list[tuple[str, bytes]] = field(default_factory=list)  # files the agent shares (e.g. a registry) to create or replace

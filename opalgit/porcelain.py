@@ -1,0 +1,972 @@
+"""The high-level Python API: what every ``opal`` command does, without the terminal.
+
+Each function takes a :class:`~opalgit.repo.Repository` (and, where sessions are
+looked up, the environment mapping and the current folder), does its work under the
+repository lock, records an operation for anything that changes refs, and returns a
+plain result object that the CLI prints (or dumps as JSON).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from . import adapters, codec, oplog, sequence
+from .adapters.base import ReadResult, SessionFile, tail_hash
+from .errors import (
+    InputError,
+    NothingToDoError,
+    RevisionError,
+    SessionNotFoundError,
+    UsageError,
+)
+from .model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
+from .refs import BRANCH_PREFIX, branch_ref, check_branch_name
+from .repo import Repository
+from .revision import parse as parse_revision
+from .sequence import Item, Node
+from .store import CommitData
+
+STATE_BLOB = "opal"
+TURNS_TREE = "turns"
+
+
+# ================================================================== reading states
+
+
+@dataclass
+class State:
+    """A state commit, decoded: the commit, its header and its turn sequence."""
+
+    commit: CommitData
+    header: StateHeader
+    root: Node | None
+
+    @property
+    def oid(self) -> bytes:
+        return self.commit.oid
+
+
+def load_state(repo: Repository, oid: bytes) -> State:
+    commit = repo.store.read_commit(oid)
+    entries = {name: (is_tree, child) for name, is_tree, child in repo.store.read_tree(commit.tree)}
+    if STATE_BLOB not in entries:
+        raise RevisionError(f"{oid.hex()[:12]} is not an opal state commit")
+    header = StateHeader.decode(codec.unframe(repo.store.read_blob(entries[STATE_BLOB][1])))
+    root = None
+    if TURNS_TREE in entries:
+        root = Node(entries[TURNS_TREE][1], header.items, header.turns)
+    return State(commit, header, root)
+
+
+def write_state(
+    repo: Repository,
+    header: StateHeader,
+    root: Node | None,
+    parents: list[bytes],
+    message: str,
+) -> bytes:
+    store = repo.store
+    entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
+    if root is not None:
+        entries.append((TURNS_TREE, True, root.oid))
+    tree = store.write_tree(entries)
+    sig = repo.signature()
+    oid = store.write_commit(tree, parents, sig, sig, message)
+    store.flush()
+    return oid
+
+
+def load_payload(repo: Repository, item: Item):
+    def load(d: bytes) -> bytes:
+        try:
+            oid = item.payload_oids[d]
+        except KeyError:
+            data = item.payloads.get(d)
+            if data is None:
+                raise RevisionError(f"payload {d.hex()[:12]} is missing") from None
+            return data
+        return codec.unframe(repo.store.read_blob(oid))
+
+    return load
+
+
+def turn_of(repo: Repository, item: Item, *, resolve: bool = True) -> Turn:
+    turn = Turn.decode(item.canon)
+    return turn.resolve(load_payload(repo, item)) if resolve else turn
+
+
+def normal_of(repo: Repository, item: Item) -> Normal:
+    turn = turn_of(repo, item)
+    if turn.agent == "opal":
+        return Normal(role=turn.role or "meta", blocks=list(turn.blocks or ()))
+    return adapters.get(turn.agent).normalize(turn)
+
+
+# ================================================================== revisions
+
+
+@dataclass
+class Resolved:
+    oid: bytes  # the state commit
+    turn: int | None  # 1-based turn number within it, or None
+    text: str
+    branch: str | None = None  # when the revision named a branch (or HEAD) without steps
+
+
+def current_branch(repo: Repository) -> str:
+    return repo.refs.head_branch()
+
+
+def branch_head(repo: Repository, name: str) -> bytes | None:
+    return repo.refs.get(branch_ref(name))
+
+
+def resolve(repo: Repository, text: str) -> Resolved:
+    rev = parse_revision(text)
+    branch = None
+    if rev.base == "HEAD":
+        branch = current_branch(repo)
+        oid = branch_head(repo, branch)
+        if oid is None:
+            raise RevisionError(
+                f"branch {branch} has no commits yet",
+                hint="run 'opal commit' to record the agent session",
+            )
+    else:
+        oid = branch_head(repo, rev.base)
+        if oid is not None:
+            branch = rev.base
+        else:
+            oid = _by_prefix(repo, rev.base)
+    for kind, n in rev.steps:
+        branch = None
+        commit = repo.store.read_commit(oid)
+        if kind == "~":
+            for _ in range(n):
+                if not commit.parents:
+                    raise RevisionError(f"{text}: the history is not that long", hint="see 'opal log'")
+                commit = repo.store.read_commit(commit.parents[0])
+            oid = commit.oid
+        else:
+            if n == 0:
+                continue
+            if len(commit.parents) < n:
+                raise RevisionError(f"{text}: commit {oid.hex()[:10]} has no parent {n}")
+            oid = commit.parents[n - 1]
+    return Resolved(oid, rev.turn, text, branch if rev.turn is None else None)
+
+
+def _by_prefix(repo: Repository, prefix: str) -> bytes:
+    if len(prefix) < 4 or any(c not in "0123456789abcdefABCDEF" for c in prefix):
+        raise RevisionError(
+            f"unknown revision {prefix!r}",
+            hint="see 'opal branch -l' for branches and 'opal log' for commit ids",
+        )
+    prefix = prefix.lower()
+    found: set[bytes] = set()
+    for oid in _all_state_commits(repo):
+        if oid.hex().startswith(prefix):
+            found.add(oid)
+    if not found:
+        raise RevisionError(f"unknown revision {prefix!r}", hint="see 'opal log' for commit ids")
+    if len(found) > 1:
+        raise RevisionError(f"{prefix!r} is ambiguous ({len(found)} commits)", hint="give more digits")
+    return found.pop()
+
+
+def _all_state_commits(repo: Repository) -> Iterator[bytes]:
+    seen: set[bytes] = set()
+    stack = list(repo.refs.branches().values())
+    # States that only the operation log still reaches (undone, rewound) count too.
+    for op in oplog.log(repo):
+        for old, new in op.changes.values():
+            stack.extend(x for x in (old, new) if x)
+    while stack:
+        oid = stack.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        try:
+            commit = repo.store.read_commit(oid)
+        except Exception:
+            continue
+        yield oid
+        stack.extend(commit.parents)
+
+
+def turn_item_index(repo: Repository, state: State, turn: int) -> int:
+    """0-based record index of 1-based (or negative) turn number ``turn``."""
+    total = state.header.turns
+    n = turn - 1 if turn > 0 else total + turn
+    if not 0 <= n < total:
+        raise RevisionError(
+            f"turn {turn} does not exist: {_short(state.oid)} has {total} turns",
+            hint="see 'opal log --turns'",
+        )
+    return sequence.item_index_of_turn(repo.store, state.root, n)
+
+
+def _short(oid: bytes) -> str:
+    return oid.hex()[:10]
+
+
+# ================================================================== init
+
+
+@dataclass
+class InitResult:
+    path: str
+    created: bool
+    own_store: bool
+    branch: str
+
+
+def init(path: str) -> InitResult:
+    repo, created = Repository.init(path)
+    if created:
+        with repo.lock():
+            op = oplog.new(repo, "init", "initialize opal", {})
+            oplog.apply(repo, op)
+    return InitResult(repo.workdir or repo.git_dir, created, repo.own, repo.refs.head_branch())
+
+
+# ================================================================== sessions
+
+
+@dataclass
+class Pick:
+    adapter: adapters.Adapter
+    file: SessionFile
+    note: str | None = None
+
+
+def _search_dirs(repo: Repository, cwd: str) -> list[str]:
+    dirs = []
+    path = os.path.abspath(cwd)
+    top = repo.workdir or path
+    while True:
+        dirs.append(path)
+        if path == top or os.path.dirname(path) == path or not path.startswith(top):
+            break
+        path = os.path.dirname(path)
+    return dirs
+
+
+def find_session(
+    repo: Repository,
+    env: Mapping[str, str],
+    cwd: str,
+    *,
+    agent: str | None = None,
+    session: str | None = None,
+    file: str | None = None,
+) -> Pick:
+    """Which session ``opal commit`` records: explicit, tracked, or the newest."""
+    chosen = [adapters.get(agent)] if agent else list(adapters.all_adapters().values())
+    if file is not None:
+        path = os.path.abspath(file)
+        if not os.path.isfile(path):
+            raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file")
+        with open(path, "rb") as fh:
+            head = fh.read(64 * 1024)
+        for ad in chosen:
+            if agent or ad.sniff(path, head):
+                st = os.stat(path)
+                stem = os.path.basename(path).split(".")[0]
+                return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size))
+        raise InputError(
+            "not a session file of any agent opal knows",
+            path=file,
+            hint=f"pass --agent ({', '.join(adapters.names())}) if you are sure",
+        )
+    if session is not None:
+        for ad in chosen:
+            found = ad.find_session(session, env)
+            if found is not None:
+                return Pick(ad, found)
+        raise SessionNotFoundError(f"no session with id {session!r}", hint="see 'opal status' for the sessions of this folder")
+    candidates: list[tuple[adapters.Adapter, SessionFile]] = []
+    for directory in _search_dirs(repo, cwd):
+        for ad in chosen:
+            candidates.extend((ad, f) for f in ad.find_sessions(directory, env))
+        if candidates:
+            break
+    if not candidates:
+        raise SessionNotFoundError(
+            f"no agent session found for {os.path.abspath(cwd)}",
+            hint="start the agent in this folder first, or give --file PATH or --session ID",
+        )
+    candidates.sort(key=lambda c: c[1].mtime, reverse=True)
+    tracked = tracked_session(repo, current_branch(repo))
+    if tracked is not None:
+        for ad, f in candidates:
+            if (ad.name, f.id) == tracked:
+                return Pick(ad, f)
+    ad, f = candidates[0]
+    note = None
+    if len(candidates) > 1:
+        note = (
+            f"{len(candidates)} sessions found for this folder; recording the most recently "
+            f"written, {f.id} ({ad.title}). Use --session ID to pick another."
+        )
+    return Pick(ad, f, note)
+
+
+def tracked_session(repo: Repository, branch: str) -> tuple[str, str] | None:
+    value = repo.config_get(f"branch.{branch}.session")
+    if not value or ":" not in value:
+        return None
+    agent, _, sid = value.partition(":")
+    return agent, sid
+
+
+def _track(repo: Repository, branch: str, agent: str, sid: str) -> None:
+    cfg = repo.config
+    cfg[f"branch.{branch}.session"] = f"{agent}:{sid}"
+
+
+def _untrack(repo: Repository, branch: str) -> None:
+    cfg = repo.config
+    try:
+        del cfg[f"branch.{branch}.session"]
+    except KeyError:
+        pass
+
+
+# ================================================================== commit
+
+
+@dataclass
+class CommitResult:
+    branch: str
+    oid: bytes | None
+    parent: bytes | None
+    session: SessionInfo | None
+    new_turns: int
+    new_items: int
+    turns: int
+    items: int
+    incremental: bool
+    forks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    objects_written: int = 0
+    bytes_written: int = 0
+
+
+def _items(records) -> Iterator[Item]:
+    for rec in records:
+        payloads: dict[bytes, bytes] = {}
+        canon = rec.turn.encode(payloads)
+        yield Item(codec.digest(canon), canon, summarize(rec.normal), payloads=payloads)
+
+
+def _count(items: list[Item]) -> tuple[int, int]:
+    return sum(1 for it in items if it.is_turn), sum(int(it.summary.get("chars", 0)) for it in items)
+
+
+def commit(
+    repo: Repository,
+    env: Mapping[str, str],
+    cwd: str,
+    *,
+    message: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
+    file: str | None = None,
+) -> CommitResult:
+    pick = find_session(repo, env, cwd, agent=agent, session=session, file=file)
+    explicit = session is not None or file is not None
+    with repo.lock():
+        return _commit_locked(repo, pick, message, explicit)
+
+
+def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: bool) -> CommitResult:
+    branch = current_branch(repo)
+    head = branch_head(repo, branch)
+    state = load_state(repo, head) if head else None
+    ad, f = pick.adapter, pick.file
+    notes = [pick.note] if pick.note else []
+    if (
+        state is not None
+        and not explicit
+        and state.header.extra.get("detached")
+        and state.header.session is not None
+        and state.header.session.id == f.id
+    ):
+        raise UsageError(
+            f"branch {branch} was {state.header.extra.get('detached')} away from session {f.id}, "
+            "which still holds the turns that were left out",
+            hint=f"to record the session as it is anyway, run 'opal commit --session {f.id}'",
+        )
+
+    result: ReadResult | None = None
+    incremental = False
+    prev_src = state.header.source if state else None
+    same = (
+        state is not None
+        and state.header.session is not None
+        and state.header.session.agent == ad.name
+        and state.header.session.id == f.id
+        and prev_src is not None
+        and prev_src.path == f.path
+        and not state.header.extra.get("detached")
+    )
+    if same and prev_src is not None:
+        size = os.path.getsize(f.path)
+        if size >= prev_src.size and tail_hash(f.path, prev_src.size) == prev_src.tail:
+            result = ad.read(f.path, start=prev_src.size, first_line=prev_src.lines + 1, state=prev_src.state)
+            incremental = result.extends
+            if not incremental:
+                result = None
+    if result is None:
+        result = ad.read(f.path)
+
+    store = repo.store
+    changes: dict[str, tuple[bytes | None, bytes | None]] = {}
+    forks: list[str] = []
+    if incremental:
+        assert state is not None
+        new_items = list(_items(result.records))
+        if not new_items:
+            if result.end == prev_src.size if prev_src else False:
+                raise NothingToDoError(
+                    f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}",
+                )
+        root = sequence.append(store, state.root, new_items) if new_items else state.root
+        new_turns, new_chars = _count(new_items)
+        items_total = state.header.items + len(new_items)
+        turns_total = state.header.turns + new_turns
+        chars_total = state.header.chars + new_chars
+        new_range = (state.header.items, items_total)
+    else:
+        records = result.records
+        view = result.views[0] if result.views else None
+        selected = [records[i] for i in view.indices] if view else list(records)
+        all_items = list(_items(selected))
+        root = sequence.build(store, all_items)
+        turns_total, chars_total = _count(all_items)
+        items_total = len(all_items)
+        prefix = common_prefix(repo, state.root if state else None, root)
+        new_range = (prefix, items_total)
+        new_turns = sum(1 for it in all_items[prefix:] if it.is_turn)
+        # Other lines of conversation inside the file become branches of their own.
+        for v in (result.views or [])[1:]:
+            fork_items = list(_items(records[i] for i in v.indices))
+            fork_root = sequence.build(store, fork_items)
+            fork_turns, fork_chars = _count(fork_items)
+            fork_name = f"{branch}-{v.name_hint or 'fork'}"
+            fork_header = StateHeader(
+                session=result.session,
+                items=len(fork_items),
+                turns=fork_turns,
+                new_items=(0, len(fork_items)),
+                chars=fork_chars,
+                extra={"fork_of": branch, "leaf": v.leaf or ""},
+            )
+            old = branch_head(repo, fork_name)
+            if old is not None:
+                old_state = load_state(repo, old)
+                if (old_state.root.oid if old_state.root else None) == (fork_root.oid if fork_root else None):
+                    continue
+            fork_oid = write_state(
+                repo,
+                fork_header,
+                fork_root,
+                [old] if old else [],
+                f"{ad.title} session {f.id[:8]}: fork at {v.leaf or '?'}\n",
+            )
+            changes[branch_ref(fork_name)] = (old, fork_oid)
+            forks.append(fork_name)
+        if state is not None and (state.root.oid if state.root else None) == (root.oid if root else None) and not forks:
+            if state.header.session is not None and state.header.session.id == result.session.id:
+                raise NothingToDoError(
+                    f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}"
+                )
+        if state is not None and state.header.session is not None and state.header.session.id != result.session.id:
+            notes.append(f"branch {branch} now records session {result.session.id} (was {state.header.session.id})")
+
+    source = Source(
+        path=f.path,
+        size=result.end,
+        lines=result.lines,
+        tail=tail_hash(f.path, result.end),
+        state=result.state,
+    )
+    header = StateHeader(
+        session=result.session,
+        items=items_total,
+        turns=turns_total,
+        source=source,
+        new_items=new_range,
+        chars=chars_total,
+    )
+    if message is None:
+        message = f"{new_turns} new turn{'s' if new_turns != 1 else ''} from {ad.title} session {result.session.id[:8]}"
+    oid = write_state(repo, header, root, [head] if head else [], message)
+    changes[branch_ref(branch)] = (head, oid)
+    desc = f"commit {new_turns} new turns to {branch}"
+    op = oplog.new(repo, "commit", desc, changes)
+    oplog.apply(repo, op)
+    _track(repo, branch, ad.name, result.session.id)
+    return CommitResult(
+        branch=branch,
+        oid=oid,
+        parent=head,
+        session=result.session,
+        new_turns=new_turns,
+        new_items=new_range[1] - new_range[0],
+        turns=turns_total,
+        items=items_total,
+        incremental=incremental,
+        forks=forks,
+        notes=notes,
+        warnings=list(result.warnings),
+        objects_written=store.written_objects,
+        bytes_written=store.written_bytes,
+    )
+
+
+def common_prefix(repo: Repository, a: Node | None, b: Node | None) -> int:
+    """How many leading records two sequences share (whole shared leaves are not read)."""
+    if a is None or b is None:
+        return 0
+    if a.oid == b.oid:
+        return a.items
+    la, lb = sequence.leaves(repo.store, a), sequence.leaves(repo.store, b)
+    n = 0
+    for x, y in zip(la, lb):
+        if x.oid == y.oid:
+            n += x.items
+            continue
+        ia, ib = sequence.read_leaf(repo.store, x.oid), sequence.read_leaf(repo.store, y.oid)
+        for p, q in zip(ia, ib):
+            if p.id != q.id:
+                return n
+            n += 1
+        return n
+    return n
+
+
+# ================================================================== log / show
+
+
+@dataclass
+class CommitInfo:
+    oid: bytes
+    parents: tuple[bytes, ...]
+    message: str
+    author: str
+    time: int
+    offset: int
+    header: StateHeader
+    branches: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        h = self.header
+        return {
+            "id": self.oid.hex(),
+            "parents": [p.hex() for p in self.parents],
+            "message": self.message.rstrip("\n"),
+            "author": self.author,
+            "time": self.time,
+            "branches": self.branches,
+            "agent": h.session.agent if h.session else None,
+            "session": h.session.to_map() if h.session else None,
+            "turns": h.turns,
+            "records": h.items,
+            "new_records": list(h.new_items),
+            "tokens_estimate": _tokens(h.chars),
+            **({"extra": h.extra} if h.extra else {}),
+        }
+
+
+def _tokens(chars: int) -> int:
+    from .tokens import estimate
+
+    return estimate(chars)
+
+
+def commit_info(repo: Repository, oid: bytes, labels: Mapping[bytes, list[str]] | None = None) -> CommitInfo:
+    st = load_state(repo, oid)
+    c = st.commit
+    return CommitInfo(
+        oid=oid,
+        parents=c.parents,
+        message=c.message,
+        author=f"{c.author.name} <{c.author.email}>",
+        time=c.author.time,
+        offset=c.author.offset,
+        header=st.header,
+        branches=list((labels or {}).get(oid, [])),
+    )
+
+
+def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
+    labels: dict[bytes, list[str]] = {}
+    for name, oid in sorted(repo.refs.branches().items()):
+        labels.setdefault(oid, []).append(name)
+    return labels
+
+
+def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None) -> list[CommitInfo]:
+    """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``."""
+    starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
+    labels = branch_labels(repo)
+    seen: set[bytes] = set()
+    out: list[CommitInfo] = []
+    frontier: list[CommitInfo] = []
+    for oid in starts:
+        if oid not in seen:
+            seen.add(oid)
+            frontier.append(commit_info(repo, oid, labels))
+    while frontier and (limit is None or len(out) < limit):
+        # Newest first; ties broken by id so the order is deterministic.
+        frontier.sort(key=lambda ci: (ci.time, ci.oid))
+        info = frontier.pop()
+        out.append(info)
+        for p in info.parents:
+            if p not in seen:
+                seen.add(p)
+                frontier.append(commit_info(repo, p, labels))
+    return out
+
+
+@dataclass
+class TurnInfo:
+    number: int | None  # 1-based turn number, None for meta records
+    index: int  # 0-based record index
+    id: bytes
+    summary: dict
+
+    def to_json(self) -> dict:
+        s = self.summary
+        return {
+            "turn": self.number,
+            "record": self.index + 1,
+            "id": self.id.hex(),
+            "role": s.get("role"),
+            "kind": s.get("kind"),
+            "tool": s.get("tool"),
+            "chars": s.get("chars", 0),
+            "tokens_estimate": _tokens(int(s.get("chars", 0))),
+            "time": s.get("time"),
+            **({"label": s["label"]} if "label" in s else {}),
+        }
+
+
+def turns(repo: Repository, rev: str = "HEAD", *, include_meta: bool = False) -> list[TurnInfo]:
+    st = load_state(repo, resolve(repo, rev).oid)
+    out: list[TurnInfo] = []
+    number = 0
+    for si in sequence.iter_items(repo.store, st.root):
+        if si.item.is_turn:
+            number += 1
+            out.append(TurnInfo(number, si.index, si.item.id, si.item.summary))
+        elif include_meta:
+            out.append(TurnInfo(None, si.index, si.item.id, si.item.summary))
+    return out
+
+
+@dataclass
+class ShownTurn:
+    commit: bytes
+    number: int
+    index: int
+    id: bytes
+    summary: dict
+    normal: Normal
+    agent: str
+    record: Any  # the source record (JSON) when there is one
+
+    def to_json(self) -> dict:
+        return {
+            "commit": self.commit.hex(),
+            "turn": self.number,
+            "record": self.index + 1,
+            "id": self.id.hex(),
+            "agent": self.agent,
+            "role": self.normal.role,
+            "time": self.normal.time,
+            "blocks": self.normal.blocks,
+            "source": self.record,
+        }
+
+
+def show_turn(repo: Repository, oid: bytes, turn: int) -> ShownTurn:
+    st = load_state(repo, oid)
+    index = turn_item_index(repo, st, turn)
+    si = next(sequence.iter_items(repo.store, st.root, index, index + 1))
+    t = turn_of(repo, si.item)
+    normal = Normal(role=t.role or "meta", blocks=list(t.blocks or ())) if t.agent == "opal" else adapters.get(t.agent).normalize(t)
+    number = turn if turn > 0 else st.header.turns + turn + 1
+    return ShownTurn(oid, number, index, si.item.id, si.item.summary, normal, t.agent, t.record if t.has_record else None)
+
+
+# ================================================================== branches
+
+
+@dataclass
+class BranchInfo:
+    name: str
+    oid: bytes
+    current: bool
+    turns: int
+    message: str
+    session: str | None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "id": self.oid.hex(),
+            "current": self.current,
+            "turns": self.turns,
+            "message": self.message.splitlines()[0] if self.message else "",
+            "session": self.session,
+        }
+
+
+def branches(repo: Repository) -> list[BranchInfo]:
+    cur = current_branch(repo)
+    out = []
+    for name, oid in sorted(repo.refs.branches().items()):
+        st = load_state(repo, oid)
+        out.append(
+            BranchInfo(
+                name,
+                oid,
+                name == cur,
+                st.header.turns,
+                st.commit.message,
+                st.header.session.id if st.header.session else None,
+            )
+        )
+    return out
+
+
+def _cut_state(repo: Repository, st: State, keep_items: int, *, parent: bytes, message: str, reason: str, **extra) -> bytes:
+    """A new state commit with the first ``keep_items`` records of ``st``."""
+    if keep_items >= st.header.items:
+        root = st.root
+        turns_total, chars_total = st.header.turns, st.header.chars
+    else:
+        root = sequence.truncate(repo.store, st.root, keep_items)
+        kept = [si.item for si in sequence.iter_items(repo.store, root)]
+        turns_total, chars_total = _count(kept)
+    header = StateHeader(
+        session=st.header.session,
+        items=keep_items if root is not None else 0,
+        turns=turns_total,
+        source=st.header.source,
+        new_items=(keep_items, keep_items),
+        chars=chars_total,
+        extra={"detached": reason, **extra},
+    )
+    return write_state(repo, header, root, [parent], message)
+
+
+def branch_create(repo: Repository, name: str, rev: str = "HEAD", *, force: bool = False) -> BranchInfo:
+    check_branch_name(name)
+    with repo.lock():
+        target = resolve(repo, rev)
+        existing = branch_head(repo, name)
+        if existing is not None and not force:
+            raise UsageError(f"branch {name} already exists", hint=f"pick another name, or 'opal switch {name}'")
+        oid = target.oid
+        st = load_state(repo, oid)
+        if target.turn is not None:
+            index = turn_item_index(repo, st, target.turn)
+            oid = _cut_state(
+                repo,
+                st,
+                index + 1,
+                parent=oid,
+                message=f"branch {name} at {rev}\n",
+                reason="branched",
+            )
+            st = load_state(repo, oid)
+        op = oplog.new(repo, "branch", f"create branch {name} at {rev}", {branch_ref(name): (existing, oid)})
+        oplog.apply(repo, op)
+        return BranchInfo(name, oid, False, st.header.turns, st.commit.message, st.header.session.id if st.header.session else None)
+
+
+def branch_delete(repo: Repository, name: str, *, force: bool = False) -> bytes:
+    with repo.lock():
+        oid = branch_head(repo, name)
+        if oid is None:
+            raise RevisionError(f"no branch {name}", hint="see 'opal branch -l'")
+        if name == current_branch(repo) and not force:
+            raise UsageError(f"cannot delete {name}: it is the current branch", hint="'opal switch' to another branch first")
+        op = oplog.new(repo, "branch", f"delete branch {name}", {branch_ref(name): (oid, None)})
+        oplog.apply(repo, op)
+        _untrack(repo, name)
+        return oid
+
+
+def switch(repo: Repository, name: str, *, create: bool = False, start: str = "HEAD") -> str:
+    if create:
+        branch_create(repo, name, start)
+    with repo.lock():
+        if branch_head(repo, name) is None:
+            raise RevisionError(f"no branch {name}", hint=f"create it with 'opal switch -c {name}' or 'opal branch {name}'")
+        cur = current_branch(repo)
+        if cur == name:
+            raise NothingToDoError(f"already on {name}")
+        op = oplog.new(repo, "switch", f"switch from {cur} to {name}", {}, head_after=name)
+        oplog.apply(repo, op)
+        return name
+
+
+# ================================================================== rewind / undo
+
+
+@dataclass
+class RewindResult:
+    branch: str
+    oid: bytes
+    dropped_turns: int
+    dropped_items: int
+    turns: int
+    warning: str | None = None
+
+
+def rewind(repo: Repository, count: int | None = None, to: str | None = None) -> RewindResult:
+    if (count is None) == (to is None):
+        raise UsageError("give either a number of turns or --to REV:N")
+    with repo.lock():
+        branch = current_branch(repo)
+        head = branch_head(repo, branch)
+        if head is None:
+            raise RevisionError(f"branch {branch} has no commits yet", hint="run 'opal commit' first")
+        st = load_state(repo, head)
+        if count is not None:
+            if count <= 0:
+                raise UsageError("rewind needs a positive number of turns")
+            if count > st.header.turns:
+                raise UsageError(
+                    f"cannot rewind {count} turns: {branch} has {st.header.turns}",
+                    hint=f"'opal rewind {st.header.turns}' empties the branch",
+                )
+            keep_turns = st.header.turns - count
+            keep_items = 0 if keep_turns == 0 else turn_item_index(repo, st, keep_turns) + 1
+            source_state = st
+            what = f"{count} turn{'s' if count != 1 else ''}"
+        else:
+            assert to is not None
+            target = resolve(repo, to)
+            source_state = load_state(repo, target.oid)
+            if target.turn is None:
+                keep_items = source_state.header.items
+            else:
+                keep_items = turn_item_index(repo, source_state, target.turn) + 1
+            what = f"to {to}"
+        oid = _cut_state(repo, source_state, keep_items, parent=head, message=f"rewind {what}\n", reason="rewound")
+        new = load_state(repo, oid)
+        op = oplog.new(repo, "rewind", f"rewind {branch} {what}", {branch_ref(branch): (head, oid)})
+        oplog.apply(repo, op)
+        warning = None
+        last = list(sequence.iter_items(repo.store, new.root, max(0, new.header.items - 1))) if new.root else []
+        if last and last[-1].item.summary.get("kind") == "tool_call":
+            warning = "the last kept turn is a tool call without its result; agents treat it as interrupted"
+        return RewindResult(
+            branch,
+            oid,
+            st.header.turns - new.header.turns,
+            st.header.items - new.header.items,
+            new.header.turns,
+            warning,
+        )
+
+
+def undo(repo: Repository, op_id: str | None = None, *, force: bool = False) -> oplog.Operation:
+    with repo.lock():
+        target = oplog.resolve(repo, op_id) if op_id else oplog.undo_target(repo)
+        if target.command == "init":
+            raise UsageError("the initialization cannot be undone", hint="remove refs/opal/ by hand if you must")
+        return oplog.undo(repo, target, force=force)
+
+
+def op_log(repo: Repository, limit: int | None = None) -> list[oplog.Operation]:
+    out = []
+    for op in oplog.log(repo):
+        out.append(op)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+# ================================================================== status
+
+
+@dataclass
+class SessionStatus:
+    agent: str
+    id: str
+    path: str
+    mtime: float
+    tracked: bool
+    committed_bytes: int | None
+    size: int
+    pending: bool | None  # True: new content since the last commit; None: unknown
+
+    def to_json(self) -> dict:
+        return {
+            "agent": self.agent,
+            "id": self.id,
+            "path": self.path,
+            "modified": int(self.mtime),
+            "tracked": self.tracked,
+            "size": self.size,
+            "committed_bytes": self.committed_bytes,
+            "uncommitted": self.pending,
+        }
+
+
+@dataclass
+class StatusResult:
+    branch: str
+    head: bytes | None
+    turns: int
+    sessions: list[SessionStatus]
+    detached: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "branch": self.branch,
+            "head": self.head.hex() if self.head else None,
+            "turns": self.turns,
+            "detached": self.detached,
+            "sessions": [s.to_json() for s in self.sessions],
+        }
+
+
+def status(repo: Repository, env: Mapping[str, str], cwd: str) -> StatusResult:
+    branch = current_branch(repo)
+    head = branch_head(repo, branch)
+    st = load_state(repo, head) if head else None
+    tracked = tracked_session(repo, branch)
+    sessions: list[SessionStatus] = []
+    for directory in _search_dirs(repo, cwd):
+        for ad in adapters.all_adapters().values():
+            for f in ad.find_sessions(directory, env):
+                is_tracked = tracked == (ad.name, f.id)
+                committed = None
+                pending: bool | None = None
+                if st is not None and st.header.source is not None and st.header.session and st.header.session.id == f.id:
+                    committed = st.header.source.size
+                    pending = f.size > committed
+                elif is_tracked:
+                    pending = None
+                sessions.append(SessionStatus(ad.name, f.id, f.path, f.mtime, is_tracked, committed, f.size, pending))
+        if sessions:
+            break
+    sessions.sort(key=lambda s: s.mtime, reverse=True)
+    return StatusResult(
+        branch,
+        head,
+        st.header.turns if st else 0,
+        sessions,
+        st.header.extra.get("detached") if st else None,
+    )

@@ -1,0 +1,144 @@
+"""Plain-text rendering of turns, commits and history graphs. Pure: returns strings.
+
+Colour is passed in as a function (the CLI gives click.style on a terminal and the
+identity elsewhere), so nothing here knows about terminals.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Callable, Iterable, Sequence
+
+from .model import Normal
+
+Style = Callable[..., str]
+
+
+def plain(text: str, **_: Any) -> str:
+    return text
+
+
+def short(oid: bytes, n: int = 10) -> str:
+    return oid.hex()[:n]
+
+
+def when(ts: int, offset_minutes: int = 0) -> str:
+    tz = _dt.timezone(_dt.timedelta(minutes=offset_minutes))
+    return _dt.datetime.fromtimestamp(ts, tz).strftime("%a %b %d %H:%M:%S %Y %z")
+
+
+def when_ms(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def size(chars: int) -> str:
+    if chars < 1000:
+        return f"{chars}c"
+    if chars < 1_000_000:
+        return f"{chars / 1000:.1f}kc"
+    return f"{chars / 1_000_000:.1f}Mc"
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line if line else prefix.rstrip() for line in text.splitlines() or [""])
+
+
+def _clip(text: str, max_lines: int | None) -> str:
+    if max_lines is None:
+        return text
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text
+    hidden = len(lines) - max_lines
+    return "\n".join(lines[:max_lines] + [f"... ({hidden} more lines; --full shows everything)"])
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def blocks(normal: Normal, style: Style = plain, *, max_lines: int | None = 40) -> str:
+    """The readable body of one turn: text, reasoning, tool calls and results, images."""
+    out: list[str] = []
+    for b in normal.blocks:
+        kind = b.get("type")
+        if kind == "text":
+            out.append(_indent(_clip(b.get("text") or "", max_lines)))
+        elif kind == "reasoning":
+            label = "reasoning (signed)" if b.get("signed") else "reasoning"
+            out.append(style(f"  [{label}]", dim=True))
+            out.append(style(_indent(_clip(b.get("text") or "", max_lines)), dim=True))
+        elif kind == "tool_call":
+            out.append(style(f"  -> {b.get('name')}  (call {b.get('id')})", fg="cyan"))
+            out.append(_indent(_clip(_as_text(b.get("input")), max_lines)))
+        elif kind == "tool_result":
+            flag = "  error" if b.get("is_error") else ""
+            out.append(style(f"  <- result of {b.get('call_id')}{flag}", fg="red" if b.get("is_error") else "green"))
+            output = b.get("output")
+            if isinstance(output, list):
+                parts = []
+                for part in output:
+                    if isinstance(part, dict) and part.get("type") == "text":
+                        parts.append(part.get("text") or "")
+                    elif isinstance(part, dict) and part.get("type") == "image":
+                        parts.append(f"[image {part.get('media_type') or ''}]")
+                output = "\n".join(parts)
+            out.append(_indent(_clip(_as_text(output if output is not None else ""), max_lines)))
+        elif kind == "image":
+            out.append(style(f"  [image {b.get('media_type') or ''}]", fg="magenta"))
+        else:
+            out.append(style(f"  [{b.get('what') or 'other'}]", dim=True))
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------ graph
+
+
+def graph(commits: Sequence[tuple[bytes, tuple[bytes, ...]]]) -> list[tuple[str, list[str]]]:
+    """Lane prefixes for a newest-first commit list, like ``git log --graph``.
+
+    Returns, per commit, the prefix of its own line and the connector lines to print
+    after it (for merges and for lanes that join).
+    """
+    lanes: list[bytes | None] = []
+    rows: list[tuple[str, list[str]]] = []
+    for oid, parents in commits:
+        if oid in lanes:
+            col = lanes.index(oid)
+        else:
+            lanes.append(oid)
+            col = len(lanes) - 1
+        # Other lanes waiting for this same commit merge into this one.
+        dupes = [i for i, x in enumerate(lanes) if x == oid and i != col]
+        line = "".join("*" if i == col else ("|" if x is not None else " ") for i, x in enumerate(lanes))
+        after: list[str] = []
+        for i in dupes:
+            lanes[i] = None
+        if dupes:
+            after.append("".join("|" if (x is not None or i == col) else ("/" if i in dupes else " ") for i, x in enumerate(lanes)))
+        if not parents:
+            lanes[col] = None
+        else:
+            lanes[col] = parents[0]
+            for p in parents[1:]:
+                if p in lanes:
+                    continue
+                lanes.insert(col + 1, p)
+                after.append("".join("|" if i <= col else ("\\" if i == col + 1 else "|") for i in range(len(lanes)) if lanes[i] is not None or i == col + 1))
+        while lanes and lanes[-1] is None:
+            lanes.pop()
+        rows.append((" ".join(line), [" ".join(a) for a in after]))
+    return rows
+
+
+def table(rows: Iterable[Sequence[str]]) -> list[str]:
+    rows = [list(r) for r in rows]
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(len(r) for r in rows))]
+    return ["  ".join(c.ljust(widths[i]) if i < len(r) - 1 else c for i, c in enumerate(r)) for r in rows]
