@@ -1,0 +1,205 @@
+"""Checking out a state into an agent's native session files (``opal export``, ``opal resume``).
+
+Porcelain layer. The adapter of the target agent decides what to write
+(:meth:`~opalgit.adapters.base.Adapter.export`); this module gathers the turns, fits
+them to a budget if asked, writes the files without ever overwriting one, and makes
+the branch track the new session so the next ``opal commit`` records its growth.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import adapters, sequence
+from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport
+from .budget import fit
+from .errors import ConflictError, UsageError
+from .porcelain import load_state, normal_of, resolve, turn_item_index, turn_of
+from .repo import Repository
+from .tokens import estimate
+
+
+@dataclass
+class ExportOutcome:
+    agent: str
+    rev: str
+    commit: bytes
+    session_id: str
+    cwd: str
+    files: list[str]
+    aux: list[str]
+    resume: list[str]
+    report: LossReport
+    turns: int
+    tokens_before: int
+    tokens_after: int
+    dry_run: bool
+    branch: str | None
+
+    def to_json(self) -> dict:
+        return {
+            "agent": self.agent,
+            "revision": self.rev,
+            "commit": self.commit.hex(),
+            "session_id": self.session_id,
+            "cwd": self.cwd,
+            "files": self.files,
+            "shared_files": self.aux,
+            "resume": self.resume,
+            "resume_command": f"cd {_quote(self.cwd)} && {' '.join(_quote(a) for a in self.resume)}",
+            "turns": self.turns,
+            "tokens_estimate": {"before": self.tokens_before, "after": self.tokens_after},
+            "report": self.report.to_json(),
+            "dry_run": self.dry_run,
+        }
+
+
+def _quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def gather(repo: Repository, rev: str) -> tuple[bytes, list[ExportTurn], object, str | None]:
+    """The turns of a revision (cut after turn N for ``REV:N``), resolved and normalized."""
+    target = resolve(repo, rev)
+    st = load_state(repo, target.oid)
+    end = st.header.items
+    if target.turn is not None:
+        end = turn_item_index(repo, st, target.turn) + 1
+    turns: list[ExportTurn] = []
+    for si in sequence.iter_items(repo.store, st.root, 0, end):
+        turns.append(ExportTurn(turn_of(repo, si.item), normal_of(repo, si.item)))
+    return target.oid, turns, st.header.session, target.branch
+
+
+def export(
+    repo: Repository,
+    env: Mapping[str, str],
+    rev: str = "HEAD",
+    *,
+    to: str,
+    cwd: str | None = None,
+    dry_run: bool = False,
+    reasoning: str = "drop",
+    budget: int | None = None,
+    session_id: str | None = None,
+) -> ExportOutcome:
+    adapter = adapters.get(to)
+    oid, turns, session, branch = gather(repo, rev)
+    folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
+    if cwd is not None and not os.path.isdir(folder):
+        raise UsageError(f"--cwd {cwd}: no such folder", hint="create it first, or pass the folder you will resume from")
+    if not os.path.isdir(folder):
+        folder = repo.workdir or os.getcwd()
+    report = LossReport()
+    before = after = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
+    if budget is not None:
+        if budget <= 0:
+            raise UsageError("--budget needs a positive number of tokens")
+        fitted = fit(turns, budget)
+        turns, before, after = fitted.turns, fitted.before, fitted.after
+        report.merge(fitted.report)
+    sid = session_id or str(uuid.uuid4())
+    req = ExportRequest(
+        turns=turns,
+        session=session,  # type: ignore[arg-type]
+        cwd=folder,
+        session_id=sid,
+        env=env,
+        now_ms=int(time.time() * 1000),
+        reasoning=reasoning,
+    )
+    result = adapter.export(req)
+    report.merge(result.report)
+    if not dry_run:
+        write_files(result)
+        if branch is not None:
+            with repo.lock():
+                repo.config[f"branch.{branch}.session"] = f"{adapter.name}:{result.session_id}"
+    return ExportOutcome(
+        agent=adapter.name,
+        rev=rev,
+        commit=oid,
+        session_id=result.session_id,
+        cwd=folder,
+        files=[p for p, _ in result.files],
+        aux=[p for p, _ in result.aux],
+        resume=result.resume,
+        report=report,
+        turns=sum(1 for t in turns if t.normal.role != "meta"),
+        tokens_before=before,
+        tokens_after=after,
+        dry_run=dry_run,
+        branch=branch,
+    )
+
+
+def _chars(t: ExportTurn) -> int:
+    from .model import block_chars
+
+    return sum(block_chars(b) for b in t.normal.blocks)
+
+
+def write_files(result: ExportResult) -> None:
+    """Write new session files (never replacing one), then shared files atomically.
+
+    A new file is written under a temporary name and hard-linked into place, which
+    fails if the name exists: an existing session of the user's is never overwritten,
+    and a crash leaves no half-written session file.
+    """
+    for path, _ in result.files:
+        if os.path.exists(path):
+            raise ConflictError(f"{path} already exists; opal never overwrites a session file", hint="export again (a new session id is chosen each time)")
+    written: list[str] = []
+    try:
+        for path, data in result.files:
+            _write_new(path, data)
+            written.append(path)
+        for path, data in result.aux:
+            _replace(path, data)
+    except BaseException:
+        for path in written:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
+
+
+def _write_new(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".opal-export-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise ConflictError(f"{path} already exists; opal never overwrites a session file") from None
+    finally:
+        os.unlink(tmp)
+
+
+def _replace(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".opal-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
