@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up a development environment from scratch and run the whole test suite.
+#
+#   bash scripts/test.sh              # venv in .venv, pinned agent CLIs in .agents, pytest
+#   bash scripts/test.sh -k sequence  # extra arguments go to pytest
+#
+# What it installs: opal itself (editable) with its test extras into .venv, and the
+# real Claude Code, Codex and Gemini CLIs at pinned versions into .agents (npm), which
+# the client-conformance tests drive offline against mock model servers on 127.0.0.1.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+
+bash scripts/install-agents.sh
+
+set +e
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$status"

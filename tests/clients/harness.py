@@ -1,0 +1,724 @@
+"""Run the real Claude Code / Codex CLI / Gemini CLI hermetically and offline.
+
+Every run gets:
+
+* a fresh temp *root* (:func:`make_root`) holding ``home/`` (HOME),
+  ``codex_home/`` (CODEX_HOME), the client config files, and a ``git init``-ed
+  project folder ``proj/`` with two small files;
+* an environment built from nothing: only the variables the client needs to
+  run offline against the mock (:func:`client_env`), plus a PATH made of the
+  agents' ``node_modules/.bin``, node's folder and the system bin folders (the
+  clients' shell tools need ``bash``, ``ls``, ``cat``, ``git``);
+* a mock model server on 127.0.0.1 (see :mod:`mockservers`);
+* a timeout (default 120 s) after which the client's whole process group --
+  the group of the process this module started, by its PID -- is killed.
+
+Binaries are looked up in ``$OPAL_AGENTS_DIR`` or ``<repo>/.agents`` (installed
+by ``scripts/install-agents.sh``); :func:`have_client` / :func:`require_client`
+skip cleanly when they are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .mockservers import (
+    AnthropicMock,
+    GeminiMock,
+    MockServer,
+    OpenAIResponsesMock,
+    Recorded,
+    Reply,
+    ToolCall,
+)
+
+__all__ = [
+    "PINNED",
+    "CLIENTS",
+    "RunResult",
+    "Root",
+    "GeneratedSession",
+    "agents_dir",
+    "client_bin",
+    "have_client",
+    "require_client",
+    "make_root",
+    "client_env",
+    "run_client",
+    "run_claude",
+    "run_codex",
+    "run_gemini",
+    "claude_project_key",
+    "claude_session_file",
+    "codex_session_file",
+    "gemini_session_file",
+    "session_file",
+    "generate_claude_session",
+    "generate_codex_session",
+    "generate_gemini_session",
+    "generate_session",
+    "cached_session",
+    "missing_reason",
+    "write_codex_config",
+    "mock_for",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+
+PINNED = {
+    "claude": ("@anthropic-ai/claude-code", "2.1.328"),
+    "codex": ("@openai/codex", "0.169.0"),
+    "gemini": ("@google/gemini-cli", "0.61.0"),
+}
+CLIENTS = tuple(PINNED)
+
+DEFAULT_TIMEOUT = 120.0
+
+PROJECT_FILES = {
+    "README.md": "# demo\n\nA tiny demo project. `hello.py` has greet().\n",
+    "hello.py": 'def greet(name):\n    return f"Hello, {name}!"\n',
+}
+
+
+# ---------------------------------------------------------------------------
+# locating the binaries
+
+
+def agents_dir() -> Path:
+    """Where scripts/install-agents.sh put the CLIs."""
+    env = os.environ.get("OPAL_AGENTS_DIR")
+    return Path(env).resolve() if env else REPO / ".agents"
+
+
+def client_bin(name: str) -> Path:
+    if name not in PINNED:
+        raise ValueError(f"unknown client {name!r}; expected one of {CLIENTS}")
+    return agents_dir() / "node_modules" / ".bin" / name
+
+
+def _installed_version(name: str) -> str | None:
+    pkg, _ = PINNED[name]
+    pj = agents_dir() / "node_modules" / pkg / "package.json"
+    try:
+        return json.loads(pj.read_text()).get("version")
+    except (OSError, ValueError):
+        return None
+
+
+def _node() -> str | None:
+    return shutil.which("node")
+
+
+def missing_reason(name: str) -> str | None:
+    """Why ``name`` cannot run here, or None when it can."""
+    if _node() is None:
+        return f"{name} CLI needs node, which is not on PATH"
+    b = client_bin(name)
+    if not (b.exists() and os.access(b, os.X_OK)):
+        return f"{name} CLI not installed: run scripts/install-agents.sh"
+    want = PINNED[name][1]
+    have = _installed_version(name)
+    if have != want:
+        return f"{name} CLI is version {have}, tests are pinned to {want}: run scripts/install-agents.sh"
+    if shutil.which("git") is None:
+        return "git is not on PATH"
+    return None
+
+
+def have_client(name: str) -> bool:
+    return missing_reason(name) is None
+
+
+def require_client(name: str) -> None:
+    """``pytest.skip`` with a clear reason when the client cannot run."""
+    reason = missing_reason(name)
+    if reason:
+        import pytest
+
+        pytest.skip(reason)
+
+
+# ---------------------------------------------------------------------------
+# hermetic roots
+
+
+@dataclass
+class Root:
+    path: Path
+
+    @property
+    def home(self) -> Path:
+        return self.path / "home"
+
+    @property
+    def codex_home(self) -> Path:
+        return self.path / "codex_home"
+
+    @property
+    def project(self) -> Path:
+        return self.path / "proj"
+
+    @property
+    def none_json(self) -> Path:
+        return self.path / "none.json"
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _git(args: Sequence[str], cwd: Path, home: Path) -> None:
+    env = {
+        "PATH": _system_path(),
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "opal tests",
+        "GIT_AUTHOR_EMAIL": "tests@opal.invalid",
+        "GIT_COMMITTER_NAME": "opal tests",
+        "GIT_COMMITTER_EMAIL": "tests@opal.invalid",
+    }
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
+
+
+def make_root(base: str | os.PathLike | None = None, *, prefix: str = "opal-clients-",
+              files: dict[str, str] | None = None, commit: bool = True) -> Root:
+    """Fresh temp root with HOME, CODEX_HOME, config files and a git project.
+
+    The config files do not depend on the mock port: Claude and Gemini take
+    the URL from the environment; Codex's ``config.toml`` gets it per run
+    (:func:`write_codex_config`).
+    """
+    root = Root(Path(tempfile.mkdtemp(prefix=prefix, dir=base)).resolve())
+    root.home.mkdir()
+    root.codex_home.mkdir()
+    root.project.mkdir()
+    # Gemini: user settings + empty system settings
+    gdir = root.home / ".gemini"
+    gdir.mkdir()
+    (gdir / "settings.json").write_text(
+        json.dumps(
+            {
+                "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+                "privacy": {"usageStatisticsEnabled": False},
+                "telemetry": {"enabled": False},
+                "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            },
+            indent=2,
+        )
+    )
+    root.none_json.write_text("{}\n")
+    write_codex_config(root, 9)  # placeholder port; rewritten on every run
+    for name, text in (PROJECT_FILES if files is None else files).items():
+        p = root.project / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    _git(["init", "-q", "-b", "main"], root.project, root.home)
+    if commit:
+        _git(["add", "-A"], root.project, root.home)
+        _git(["commit", "-q", "-m", "init", "--allow-empty"], root.project, root.home)
+    return root
+
+
+def write_codex_config(root: Root, port: int) -> Path:
+    cfg = root.codex_home / "config.toml"
+    cfg.write_text(
+        f"""model = "gpt-5.5"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+apps = false
+in_app_updates = false
+
+[model_providers.mock]
+name = "mock"
+base_url = "http://127.0.0.1:{port}/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+    )
+    return cfg
+
+
+# ---------------------------------------------------------------------------
+# environment and process control
+
+
+def _system_path() -> str:
+    return "/usr/local/bin:/usr/bin:/bin"
+
+
+def _client_path() -> str:
+    parts = [str(agents_dir() / "node_modules" / ".bin")]
+    node = _node()
+    if node:
+        parts.append(str(Path(node).resolve().parent))
+        parts.append(str(Path(node).parent))
+    parts.append(_system_path())
+    out: list[str] = []
+    for p in ":".join(parts).split(":"):
+        if p and p not in out:
+            out.append(p)
+    return ":".join(out)
+
+
+def client_env(name: str, root: Root, port: int) -> dict[str, str]:
+    """The complete environment for one client run (nothing inherited)."""
+    env = {"PATH": _client_path(), "HOME": str(root.home)}
+    if name == "claude":
+        env.update(
+            ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
+            ANTHROPIC_API_KEY="dummy",
+            IS_SANDBOX="1",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_TELEMETRY="1",
+            DISABLE_ERROR_REPORTING="1",
+        )
+    elif name == "codex":
+        env.update(CODEX_HOME=str(root.codex_home), MOCK_API_KEY="dummy")
+    elif name == "gemini":
+        env.update(
+            GEMINI_API_KEY="dummy",
+            GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
+            GEMINI_CLI_NO_RELAUNCH="true",
+            GEMINI_CLI_TRUST_WORKSPACE="true",
+            GEMINI_CLI_SYSTEM_SETTINGS_PATH=str(root.none_json),
+        )
+    else:
+        raise ValueError(name)
+    return env
+
+
+@dataclass
+class RunResult:
+    """Outcome of one client run.
+
+    Unpacks as ``(returncode, stdout, stderr, events, session_id)``.
+    ``events`` is the parsed JSON output: Claude and Gemini print one JSON
+    object (a one-element list here), Codex one event per line.
+    """
+
+    client: str
+    returncode: int
+    stdout: str
+    stderr: str
+    events: list[Any]
+    session_id: str | None
+    seconds: float
+    argv: list[str] = field(default_factory=list)
+    timed_out: bool = False
+    requests: list[Recorded] = field(default_factory=list)  # model requests of this run
+
+    def __iter__(self):
+        return iter((self.returncode, self.stdout, self.stderr, self.events, self.session_id))
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        return (
+            f"{self.client} exit={self.returncode} timed_out={self.timed_out} {self.seconds:.1f}s\n"
+            f"argv={self.argv}\n--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
+        )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the process group led by ``proc`` (we started it, by its PID)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # pragma: no cover
+        proc.kill()
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int, str, str, float, bool]:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=str(cwd),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # own process group, pgid == proc.pid
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            out, err = b"", b""
+    else:
+        # Reap stragglers the client left in its group (e.g. a shell tool child).
+        _kill_group(proc)
+    return (
+        proc.returncode if not timed_out else -9,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+        time.monotonic() - t0,
+        timed_out,
+    )
+
+
+def _parse_json_blob(text: str) -> list[Any]:
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    # fall back: the last line or the outermost {...}
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        try:
+            return [json.loads(text[start : end + 1])]
+        except ValueError:
+            pass
+    return []
+
+
+def _parse_jsonl(text: str) -> list[Any]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def _requests_since(server: MockServer | None, mark: int) -> list[Recorded]:
+    return server.since(mark) if server is not None else []
+
+
+def run_claude(root: Root, port: int, prompt: str, session_id: str | None = None, resume: str | None = None,
+               *, cwd: Path | None = None, timeout: float = DEFAULT_TIMEOUT, extra_args: Sequence[str] = (),
+               server: MockServer | None = None) -> RunResult:
+    """``claude -p`` in ``cwd`` (default: the root's project).
+
+    New session: pass ``session_id`` (generated when both it and ``resume``
+    are None). Resume: pass ``resume=<uuid>``.
+    """
+    if resume is None and session_id is None:
+        session_id = str(uuid.uuid4())
+    argv = [str(client_bin("claude")), "-p", "--dangerously-skip-permissions", "--output-format", "json"]
+    argv += ["--resume", resume] if resume else ["--session-id", session_id]
+    argv += [*extra_args, "--", prompt]
+    mark = server.mark() if server else 0
+    rc, out, err, secs, to = _run(argv, client_env("claude", root, port), cwd or root.project, timeout)
+    events = _parse_json_blob(out)
+    sid = None
+    if events and isinstance(events[-1], dict):
+        sid = events[-1].get("session_id")
+    return RunResult("claude", rc, out, err, events, sid or resume or session_id, secs, argv, to,
+                     _requests_since(server, mark))
+
+
+def run_codex(root: Root, port: int, prompt: str, session_id: str | None = None, resume: str | None = None,
+              *, cwd: Path | None = None, timeout: float = DEFAULT_TIMEOUT, extra_args: Sequence[str] = (),
+              server: MockServer | None = None) -> RunResult:
+    """``codex exec --json``; ``session_id`` is ignored for new sessions (Codex
+    mints the thread id, returned as ``RunResult.session_id``)."""
+    write_codex_config(root, port)
+    cwd = cwd or root.project
+    argv = [str(client_bin("codex")), "exec", "--skip-git-repo-check", "--json"]
+    if resume:
+        argv += [*extra_args, "resume", resume, "--", prompt]
+    else:
+        argv += ["-C", str(cwd), *extra_args, "--", prompt]
+    mark = server.mark() if server else 0
+    rc, out, err, secs, to = _run(argv, client_env("codex", root, port), cwd, timeout)
+    events = _parse_jsonl(out)
+    sid = next((e.get("thread_id") for e in events if isinstance(e, dict) and e.get("type") == "thread.started"), None)
+    return RunResult("codex", rc, out, err, events, sid or resume, secs, argv, to, _requests_since(server, mark))
+
+
+def run_gemini(root: Root, port: int, prompt: str, session_id: str | None = None, resume: str | None = None,
+               *, cwd: Path | None = None, timeout: float = DEFAULT_TIMEOUT, extra_args: Sequence[str] = (),
+               server: MockServer | None = None) -> RunResult:
+    """``gemini -p --yolo --output-format json``; new session with
+    ``--session-id`` (generated when not given), or ``--resume <uuid>``."""
+    if resume is None and session_id is None:
+        session_id = str(uuid.uuid4())
+    argv = [str(client_bin("gemini"))]
+    argv += ["--resume", resume] if resume else ["--session-id", session_id]
+    argv += ["--yolo", "--output-format", "json", *extra_args, "-p", prompt]
+    mark = server.mark() if server else 0
+    rc, out, err, secs, to = _run(argv, client_env("gemini", root, port), cwd or root.project, timeout)
+    events = _parse_json_blob(out)
+    sid = None
+    if events and isinstance(events[-1], dict):
+        sid = events[-1].get("session_id") or events[-1].get("sessionId")
+    return RunResult("gemini", rc, out, err, events, sid or resume or session_id, secs, argv, to,
+                     _requests_since(server, mark))
+
+
+_RUNNERS = {"claude": run_claude, "codex": run_codex, "gemini": run_gemini}
+_MOCKS = {"claude": AnthropicMock, "codex": OpenAIResponsesMock, "gemini": GeminiMock}
+
+
+def run_client(name: str, root: Root, port: int, prompt: str, **kw: Any) -> RunResult:
+    return _RUNNERS[name](root, port, prompt, **kw)
+
+
+def mock_for(name: str, script: Iterable[Reply | str] = (), **kw: Any) -> MockServer:
+    """A (not yet started) mock server of the right API for ``name``."""
+    return _MOCKS[name](script, **kw)
+
+
+# ---------------------------------------------------------------------------
+# locating session files
+
+
+def claude_project_key(cwd: str | os.PathLike) -> str:
+    """Claude Code's project folder name for ``cwd`` (formats.md section 2.1)."""
+    s = os.path.abspath(os.fspath(cwd))
+    key = re.sub(r"[^A-Za-z0-9]", "-", s)
+    if len(key) <= 200:
+        return key
+    data = s.encode("utf-16-le")  # Java String.hashCode over UTF-16 code units
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (h * 31 + int.from_bytes(data[i : i + 2], "little")) & 0xFFFFFFFF
+    if h >= 0x80000000:
+        h -= 0x100000000
+    n = abs(h)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    b36 = ""
+    while True:
+        n, r = divmod(n, 36)
+        b36 = digits[r] + b36
+        if n == 0:
+            break
+    return key[:200] + "-" + b36
+
+
+def claude_session_file(root: Root, session_id: str, cwd: str | os.PathLike | None = None) -> Path | None:
+    base = root.home / ".claude" / "projects"
+    p = base / claude_project_key(cwd or root.project) / f"{session_id}.jsonl"
+    if p.exists():
+        return p
+    hits = sorted(base.glob(f"*/{session_id}.jsonl"))
+    return hits[0] if hits else None
+
+
+def codex_session_file(root: Root, thread_id: str) -> Path | None:
+    hits = sorted((root.codex_home / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
+    if not hits:
+        hits = sorted((root.codex_home / "sessions").rglob(f"rollout-*{thread_id}*.jsonl"))
+    return hits[0] if hits else None
+
+
+def _gemini_header_id(p: Path) -> str | None:
+    try:
+        with p.open() as f:
+            first = f.readline()
+        return json.loads(first).get("sessionId")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def gemini_session_file(root: Root, session_id: str) -> Path | None:
+    """The session file holding ``session_id`` (resume also leaves an empty
+    stub file for the same id; the one with content wins)."""
+    chats = list((root.home / ".gemini" / "tmp").glob("*/chats/session-*.json*"))
+    hits = [p for p in chats if _gemini_header_id(p) == session_id]
+    if not hits:
+        hits = [p for p in chats if p.stem.endswith(session_id[:8])]
+    if not hits:
+        return None
+    return max(hits, key=lambda p: p.stat().st_size)
+
+
+def session_file(name: str, root: Root, session_id: str) -> Path | None:
+    if name == "claude":
+        return claude_session_file(root, session_id)
+    if name == "codex":
+        return codex_session_file(root, session_id)
+    if name == "gemini":
+        return gemini_session_file(root, session_id)
+    raise ValueError(name)
+
+
+# ---------------------------------------------------------------------------
+# generating genuine two-turn sessions
+
+PROMPT1 = "TURN1: list the files in this project and show me README.md"
+PROMPT2 = "TURN2: add a farewell() function to hello.py and write notes.txt"
+ANSWER1 = "The project has README.md and hello.py; README.md describes a tiny demo with greet(). [turn1-done]"
+ANSWER2 = "Added farewell() to hello.py and wrote notes.txt. [turn2-done]"
+NOTES = "farewell() added by the scripted mock.\n"
+FAREWELL = 'def farewell(name):\n    return f"Goodbye, {name}!"\n'
+
+
+def _scripts(name: str, proj: Path) -> tuple[list[Reply], list[Reply]]:
+    readme = str(proj / "README.md")
+    hello = str(proj / "hello.py")
+    notes = str(proj / "notes.txt")
+    old = PROJECT_FILES["hello.py"]
+    new = old + "\n\n" + FAREWELL
+    if name == "claude":
+        t1 = [
+            Reply("Listing the files.", [ToolCall("Bash", {"command": "ls", "description": "List project files"})]),
+            Reply("Reading README.md.", [ToolCall("Read", {"file_path": readme})]),
+            Reply(ANSWER1),
+        ]
+        t2 = [
+            Reply("Reading hello.py.", [ToolCall("Read", {"file_path": hello})]),
+            Reply("Adding farewell().", [ToolCall("Edit", {"file_path": hello, "old_string": old, "new_string": new})]),
+            Reply("Writing notes.txt.", [ToolCall("Write", {"file_path": notes, "content": NOTES})]),
+            Reply(ANSWER2),
+        ]
+    elif name == "codex":
+        patch = (
+            "*** Begin Patch\n"
+            "*** Update File: hello.py\n"
+            "@@\n"
+            ' def greet(name):\n     return f"Hello, {name}!"\n'
+            "+\n+\n"
+            + "".join("+" + line + "\n" for line in FAREWELL.splitlines())
+            + "*** Add File: notes.txt\n"
+            + "".join("+" + line + "\n" for line in NOTES.splitlines())
+            + "*** End Patch\n"
+        )
+        t1 = [
+            Reply("Listing the files.", [ToolCall("exec_command", {"cmd": "ls", "workdir": str(proj)})]),
+            Reply("Reading README.md.", [ToolCall("exec_command", {"cmd": "cat README.md", "workdir": str(proj)})]),
+            Reply(ANSWER1),
+        ]
+        t2 = [
+            Reply("Patching hello.py and adding notes.txt.", [ToolCall("apply_patch", patch, custom=True)]),
+            Reply(ANSWER2),
+        ]
+    elif name == "gemini":
+        t1 = [
+            Reply("Listing the files.", [ToolCall("run_shell_command", {"command": "ls", "description": "List project files"})]),
+            Reply("Reading README.md.", [ToolCall("read_file", {"file_path": readme})]),
+            Reply(ANSWER1),
+        ]
+        t2 = [
+            Reply(
+                "Adding farewell().",
+                [ToolCall("replace", {"file_path": hello, "old_string": old, "new_string": new,
+                                      "instruction": "Add a farewell() function after greet()."})],
+            ),
+            Reply("Writing notes.txt.", [ToolCall("write_file", {"file_path": notes, "content": NOTES})]),
+            Reply(ANSWER2),
+        ]
+    else:
+        raise ValueError(name)
+    return t1, t2
+
+
+@dataclass
+class GeneratedSession:
+    """A genuine two-turn session the real client wrote."""
+
+    client: str
+    root: Root
+    session_id: str
+    path: Path | None
+    prompts: list[str]
+    answers: list[str]
+    turn1: RunResult
+    turn2: RunResult
+    script1: list[Reply]
+    script2: list[Reply]
+    server: MockServer
+
+    @property
+    def runs(self) -> list[RunResult]:
+        return [self.turn1, self.turn2]
+
+    def describe(self) -> str:
+        return "\n\n".join(r.describe() for r in self.runs)
+
+
+def generate_session(name: str, root: Root | None = None, *, base: str | os.PathLike | None = None,
+                     timeout: float = DEFAULT_TIMEOUT, lifetime: float = 600.0) -> GeneratedSession:
+    """Drive ``name`` through two turns against a scripted mock.
+
+    Turn 1 (new session): a shell tool call (list files), a read-file tool
+    call, then a text answer. Turn 2 (resume): edit/write tool calls, then a
+    text answer. Check ``turn1.ok`` / ``turn2.ok`` / ``path`` yourself -- this
+    function does not assert, so callers can report the client's output.
+    The root is left in place (``session.root.cleanup()`` removes it); pass
+    ``base`` (e.g. pytest's ``tmp_path``) to create it there.
+    """
+    require_ok = missing_reason(name)
+    if require_ok:
+        raise RuntimeError(require_ok)
+    root = root or make_root(base, prefix=f"opal-{name}-")
+    t1, t2 = _scripts(name, root.project)
+    runner = _RUNNERS[name]
+    with mock_for(name, t1, lifetime=lifetime) as srv:
+        sid = str(uuid.uuid4()) if name != "codex" else None
+        r1 = runner(root, srv.port, PROMPT1, session_id=sid, timeout=timeout, server=srv)
+        sid = r1.session_id or sid
+        srv.add(*t2)
+        if r1.ok and sid:
+            r2 = runner(root, srv.port, PROMPT2, resume=sid, timeout=timeout, server=srv)
+        else:
+            r2 = RunResult(name, -1, "", "turn 1 failed; turn 2 not run", [], sid, 0.0)
+    path = session_file(name, root, sid) if sid else None
+    return GeneratedSession(name, root, sid or "", path, [PROMPT1, PROMPT2], [ANSWER1, ANSWER2],
+                            r1, r2, t1, t2, srv)
+
+
+def generate_claude_session(root: Root | None = None, **kw: Any) -> GeneratedSession:
+    return generate_session("claude", root, **kw)
+
+
+def generate_codex_session(root: Root | None = None, **kw: Any) -> GeneratedSession:
+    return generate_session("codex", root, **kw)
+
+
+def generate_gemini_session(root: Root | None = None, **kw: Any) -> GeneratedSession:
+    return generate_session("gemini", root, **kw)
+
+
+_CACHE: dict[str, GeneratedSession] = {}
+
+
+def cached_session(name: str) -> GeneratedSession:
+    """One generated session per client per process (treat it as read-only:
+    copy the file before changing it). Its root is removed at exit."""
+    g = _CACHE.get(name)
+    if g is None:
+        g = generate_session(name)
+        _CACHE[name] = g
+        if len(_CACHE) == 1:
+            import atexit
+
+            atexit.register(lambda: [s.root.cleanup() for s in _CACHE.values()])
+    return g

@@ -1,0 +1,279 @@
+"""Normalise a recorded model request into the conversation it carries.
+
+:func:`history_of` turns the JSON body a client sent to its mock into an
+ordered list of items, the same shape for all three APIs:
+
+* ``("user", text)``              -- a user prompt
+* ``("assistant", text)``         -- model text
+* ``("tool_call", name, args)``   -- ``args`` canonical JSON (sorted keys,
+  compact separators) for JSON tools; the raw input text for freeform
+  (Codex ``custom_tool_call``, e.g. ``apply_patch``) tools
+* ``("tool_result", call_id, text)`` -- ``call_id`` is the call's id (Gemini:
+  ``functionResponse.id``, or its ``name`` when there is no id)
+
+Items are :class:`Item` objects: plain tuples (compare them with tuples) that
+also carry ``call_id`` on tool calls and results, so tests can check pairing.
+
+Ignored, as injected context rather than conversation: system prompts;
+reasoning / thinking / thought parts; Claude ``<system-reminder>`` text (also
+when embedded in a larger text) and ``role: system`` messages; Codex
+``developer`` messages and user messages that are ``<environment_context>``,
+``<user_instructions>``, ``# AGENTS.md instructions``, ``<permissions
+instructions>``, ``<skills_instructions>`` and similar; Gemini user turns
+starting with ``<session_context>`` or ``<hook_context>``.
+
+Gemini CLI 0.61 replays each tool result of a session it recorded itself
+twice on resume; by default adjacent identical ``tool_result`` items are
+collapsed into one (``collapse_duplicates=False`` keeps them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+__all__ = ["Item", "history_of", "canonical_args", "kinds"]
+
+
+class Item(tuple):
+    """A history entry: a tuple with an optional ``call_id`` attribute."""
+
+    call_id: str | None
+
+    def __new__(cls, *fields: Any, call_id: str | None = None) -> "Item":
+        obj = super().__new__(cls, fields)
+        obj.call_id = call_id
+        return obj
+
+    @property
+    def kind(self) -> str:
+        return self[0]
+
+    def __repr__(self) -> str:
+        return "Item" + tuple.__repr__(self)
+
+
+def canonical_args(args: Any) -> str:
+    """Canonical JSON text of tool arguments (dict, or a JSON string)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return args
+    return json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def kinds(items: Iterable[tuple]) -> list[str]:
+    return [i[0] for i in items]
+
+
+# ---------------------------------------------------------------------------
+# Claude (Anthropic Messages)
+
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+
+
+def _strip_reminders(text: str) -> str:
+    """Remove <system-reminder> blocks; text without one is returned as is."""
+    if "<system-reminder>" not in text:
+        return text
+    return _REMINDER.sub("", text).strip()
+
+
+def _claude_result_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return _strip_reminders(content)
+    parts = []
+    for blk in content:
+        if isinstance(blk, dict):
+            if blk.get("type") == "text":
+                t = _strip_reminders(blk.get("text", ""))
+                if t:
+                    parts.append(t)
+            elif blk.get("type") == "image":
+                parts.append("[image]")
+        elif isinstance(blk, str):
+            parts.append(blk)
+    return "\n".join(parts)
+
+
+def _claude(body: dict) -> list[Item]:
+    out: list[Item] = []
+    for msg in body.get("messages") or []:
+        role = msg.get("role")
+        if role not in ("user", "assistant"):
+            continue  # 2.1.x puts "system" environment messages inside messages[]
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else (content or [])
+        for blk in blocks:
+            t = blk.get("type")
+            if t == "text":
+                text = _strip_reminders(blk.get("text", ""))
+                if text.strip():
+                    out.append(Item("user" if role == "user" else "assistant", text))
+            elif t == "tool_use":
+                out.append(Item("tool_call", blk.get("name"), canonical_args(blk.get("input", {})), call_id=blk.get("id")))
+            elif t == "tool_result":
+                cid = blk.get("tool_use_id")
+                out.append(Item("tool_result", cid, _claude_result_text(blk.get("content")), call_id=cid))
+            # thinking, redacted_thinking, image, document, ...: not compared
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Codex (OpenAI Responses)
+
+_CODEX_CONTEXT_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+    "<permissions instructions>",
+    "<skills_instructions>",
+    "<collaboration_mode>",
+    "<personality_spec>",
+    "<turn_aborted>",
+    "<subagent_notification>",
+    "<realtime_conversation>",
+    "<apps_instructions>",
+    "<plugins_instructions>",
+)
+
+
+def _codex_is_context(text: str) -> bool:
+    s = text.lstrip()
+    return s.startswith(_CODEX_CONTEXT_PREFIXES)
+
+
+def _codex_output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):  # {"content": ..., "success": ...} in some versions
+        return _codex_output_text(output.get("content") or output.get("output") or "")
+    if isinstance(output, list):
+        parts = []
+        for it in output:
+            if isinstance(it, dict):
+                if "text" in it:
+                    parts.append(it["text"])
+                elif it.get("type") == "input_image":
+                    parts.append("[image]")
+            elif isinstance(it, str):
+                parts.append(it)
+        return "\n".join(parts)
+    return "" if output is None else str(output)
+
+
+def _codex(body: dict) -> list[Item]:
+    out: list[Item] = []
+    items = body.get("input")
+    if isinstance(items, str):
+        return [Item("user", items)]
+    for it in items or []:
+        t = it.get("type", "message" if "role" in it else None)
+        if t == "message":
+            role = it.get("role")
+            if role not in ("user", "assistant"):
+                continue  # developer / system
+            content = it.get("content")
+            if isinstance(content, str):
+                content = [{"type": "input_text", "text": content}]
+            for c in content or []:
+                if c.get("type") in ("input_text", "output_text", "text"):
+                    text = c.get("text", "")
+                    if role == "user" and _codex_is_context(text):
+                        continue
+                    if text.strip():
+                        out.append(Item(role, text))
+        elif t == "function_call":
+            out.append(Item("tool_call", it.get("name"), canonical_args(it.get("arguments", "")), call_id=it.get("call_id")))
+        elif t == "custom_tool_call":
+            out.append(Item("tool_call", it.get("name"), it.get("input", ""), call_id=it.get("call_id")))
+        elif t == "local_shell_call":
+            out.append(Item("tool_call", "local_shell", canonical_args(it.get("action", {})), call_id=it.get("call_id")))
+        elif t in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            cid = it.get("call_id")
+            out.append(Item("tool_result", cid, _codex_output_text(it.get("output")), call_id=cid))
+        # reasoning, web_search_call, compaction, ...: not compared
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Gemini
+
+_GEMINI_CONTEXT_PREFIXES = ("<session_context>", "<hook_context>")
+
+
+def _gemini_response_text(resp: Any) -> str:
+    if isinstance(resp, dict):
+        if isinstance(resp.get("output"), str) and len(resp) == 1:
+            return resp["output"]
+        if "output" in resp and isinstance(resp["output"], str):
+            return resp["output"]
+        if "error" in resp:
+            e = resp["error"]
+            return e if isinstance(e, str) else json.dumps(e, sort_keys=True)
+        return json.dumps(resp, sort_keys=True, ensure_ascii=False)
+    return "" if resp is None else str(resp)
+
+
+def _gemini(body: dict) -> list[Item]:
+    out: list[Item] = []
+    for content in body.get("contents") or []:
+        role = content.get("role", "user")
+        for part in content.get("parts") or []:
+            if not isinstance(part, dict) or part.get("thought"):
+                continue
+            if "text" in part:
+                text = part.get("text") or ""
+                if role == "user" and text.lstrip().startswith(_GEMINI_CONTEXT_PREFIXES):
+                    continue
+                if text.strip():
+                    out.append(Item("user" if role == "user" else "assistant", text))
+            elif "functionCall" in part:
+                fc = part["functionCall"] or {}
+                out.append(Item("tool_call", fc.get("name"), canonical_args(fc.get("args") or {}), call_id=fc.get("id")))
+            elif "functionResponse" in part:
+                fr = part["functionResponse"] or {}
+                cid = fr.get("id") or fr.get("name")
+                out.append(Item("tool_result", cid, _gemini_response_text(fr.get("response")), call_id=cid))
+    return out
+
+
+# ---------------------------------------------------------------------------
+
+
+def _collapse(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    for it in items:
+        if it[0] == "tool_result" and out and out[-1][0] == "tool_result" and tuple(out[-1]) == tuple(it):
+            continue
+        out.append(it)
+    return out
+
+
+def history_of(request_body: Any, client: str, *, collapse_duplicates: bool = True) -> list[Item]:
+    """Ordered conversation items of one recorded request body.
+
+    ``request_body`` is the parsed JSON (``Recorded.body``) or a
+    :class:`~tests.clients.mockservers.Recorded`; ``client`` is ``"claude"``,
+    ``"codex"`` or ``"gemini"`` (API names ``"anthropic"``, ``"openai"`` work too).
+    """
+    body = getattr(request_body, "body", request_body)
+    if isinstance(body, (bytes, str)):
+        body = json.loads(body)
+    if not isinstance(body, dict):
+        raise TypeError(f"request body must be a JSON object, got {type(body).__name__}")
+    fn = {
+        "claude": _claude,
+        "anthropic": _claude,
+        "codex": _codex,
+        "openai": _codex,
+        "gemini": _gemini,
+    }.get(client)
+    if fn is None:
+        raise ValueError(f"unknown client {client!r}")
+    items = fn(body)
+    return _collapse(items) if collapse_duplicates else items
