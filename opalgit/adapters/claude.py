@@ -1,0 +1,816 @@
+"""The Claude Code adapter: finds, reads and normalizes ``~/.claude/projects`` transcripts.
+
+A Claude Code session is one JSON-lines file. Every line is kept as one record, in
+file order, whatever its type, so that writing the records back reproduces the file
+byte for byte (lines that are not JSON, and blank lines, are kept as their exact
+bytes). Conversation lines form a tree through ``uuid``/``parentUuid``: rewinds and
+edits fork it, and each leaf of the tree becomes one :class:`~.base.View` (one opal
+branch). The view the agent itself would resume comes first.
+
+Normalized blocks produced here (the shared model's block vocabulary):
+
+* ``{"type": "text", "text"}``
+* ``{"type": "image", "media_type", "data"}`` (base64) or ``{"type": "image", "url"}``
+* ``{"type": "reasoning", "text", "signed": True?}`` (``signed`` only when Anthropic's
+  signature is present; ``redacted: True`` for ``redacted_thinking``)
+* ``{"type": "tool_call", "id", "name", "input"}``
+* ``{"type": "tool_result", "call_id", "output", "is_error"}`` where ``output`` is a
+  string or a list of normalized text/image/other blocks
+* ``{"type": "other", "kind"}`` for anything else (documents, tool references ...)
+
+Pure: no store, no environment reads (the mapping is passed in), no printing.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import re
+import stat
+from itertools import islice
+from typing import Any, Mapping
+
+from .. import jsonl
+from ..errors import InputError
+from ..model import Normal, SessionInfo, Turn
+from .base import Adapter, ReadResult, Record, SessionFile, View, iter_jsonl, record_turn
+
+__all__ = [
+    "ClaudeAdapter",
+    "base36",
+    "java_string_hash",
+    "legacy_project_key",
+    "normalize_record",
+    "parse_time",
+    "project_key",
+]
+
+AGENT = "claude"
+
+#: Project keys longer than this are cut and suffixed with a hash of the cwd.
+KEY_LIMIT = 200
+#: How many uuids of the active view's end the incremental state remembers.
+TAIL_SIZE = 8
+STATE_VERSION = 1
+#: How many JSON lines at the top of a file decide whether it is a Claude transcript.
+_SHAPE_LINES = 64
+
+#: Entry types only Claude Code writes (formats.md §2.3); some carry no uuid or sessionId.
+_CLAUDE_TYPES = frozenset(
+    """last-prompt file-history-snapshot queue-operation custom-title ai-title permission-mode
+    atis-latch api-request-shape api-request-blob tools-used cost-state""".split()
+)
+_ID_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "logicalParentUuid")
+_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_TIME_RE = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|[+-]\d{2}:?\d{2})?$"
+)
+_ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_TITLE_RANK = {"custom-title": ("customTitle", 3), "ai-title": ("aiTitle", 2), "summary": ("summary", 1)}
+
+
+# ------------------------------------------------------------------------ project keys
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-le", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def base36(n: int) -> str:
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + out
+        if not n:
+            return out
+
+
+def _key(cwd: str, keep: frozenset[str], limit: bool) -> str:
+    # One '-' per UTF-16 code unit: a character outside the BMP becomes two.
+    key = "".join(ch if ch in keep else ("--" if ord(ch) > 0xFFFF else "-") for ch in cwd)
+    if limit and len(key) > KEY_LIMIT:
+        key = f"{key[:KEY_LIMIT]}-{base36(abs(java_string_hash(cwd)))}"
+    return key
+
+
+def project_key(cwd: str) -> str:
+    """The folder name Claude Code uses under ``projects/`` for the working folder ``cwd``."""
+    return _key(cwd, _ASCII_ALNUM, True)
+
+
+def legacy_project_key(cwd: str) -> str:
+    """The key older Claude Code versions used (they kept ``.`` and ``_``)."""
+    return _key(cwd, _ASCII_ALNUM | {".", "_"}, True)
+
+
+def _candidate_keys(cwd: str) -> list[str]:
+    cwds = [cwd]
+    try:
+        real = os.path.realpath(cwd)
+    except (OSError, ValueError):
+        real = cwd
+    if real != cwd:
+        cwds.append(real)
+    old_keep = _ASCII_ALNUM | {".", "_"}
+    keys = (k for c in cwds for k in (project_key(c), legacy_project_key(c), _key(c, old_keep, False)))
+    return list(dict.fromkeys(keys))
+
+
+# ------------------------------------------------------------------------ small helpers
+
+
+def _is_id(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def parse_time(value: Any) -> int | None:
+    """A record timestamp as integer milliseconds since the epoch (UTC), or None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not abs(value) < 2**53:  # also rejects NaN and infinities
+            return None
+        # Numbers below 10**11 are seconds (that is the year 5138 in milliseconds).
+        return int(value * 1000) if abs(value) < 10**11 else int(value)
+    m = _TIME_RE.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        return None
+    year, mon, day, hh, mm = (int(m.group(i)) for i in range(1, 6))
+    ss = int(m.group(6) or 0)
+    frac = (m.group(7) or "0")[:3].ljust(3, "0")
+    if not (1 <= mon <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
+        return None
+    try:
+        secs = calendar.timegm((year, mon, day, hh, mm, ss, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    tz = m.group(8)
+    if tz and tz not in ("Z", "z"):
+        sign = -1 if tz[0] == "-" else 1
+        digits = tz[1:].replace(":", "")
+        secs -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return secs * 1000 + int(frac)
+
+
+def _classify(obj: Any) -> str | None:
+    """Which agent wrote this JSON line: "claude", "codex", "gemini", or None."""
+    if not isinstance(obj, dict):
+        return None
+    kind = obj.get("type")
+    if kind in _CODEX_TYPES and "payload" in obj:
+        return "codex"
+    if "projectHash" in obj or "$set" in obj or any(isinstance(obj.get(k), list) for k in ("messages", "history")):
+        return "gemini"
+    if kind in _CLAUDE_TYPES or (isinstance(kind, str) and any(k in obj for k in _ID_KEYS)):
+        return "claude"
+    return None
+
+
+_OTHER_AGENT = {
+    "codex": ("a Codex CLI rollout", "codex"),
+    "gemini": ("a Gemini CLI session", "gemini"),
+}
+
+
+def _foreign(path: str, kind: str, line: int | None) -> InputError:
+    what, agent = _OTHER_AGENT[kind]
+    return InputError(f"this looks like {what}, not a Claude Code session", path=path, line=line,
+                      hint=f"import it with --agent {agent}")
+
+
+def _reason(problem: str) -> str:
+    """The bare reason of a :func:`jsonl.parse` failure ("not JSON (x)" -> "x")."""
+    if problem.startswith("not JSON (") and problem.endswith(")"):
+        return problem[len("not JSON (") : -1]
+    return problem
+
+
+def _parent_of(rec: Mapping[str, Any], prev: str | None) -> str | None:
+    """The tree parent of a record: ``parentUuid``, else ``logicalParentUuid``.
+
+    Records from before the tree existed carry no ``parentUuid`` key at all; they
+    follow the previous record that has a uuid, i.e. file order.
+    """
+    p = rec.get("parentUuid")
+    if _is_id(p):
+        return p
+    lp = rec.get("logicalParentUuid")
+    if _is_id(lp):
+        return lp
+    if "parentUuid" not in rec:
+        return prev
+    return None
+
+
+def _is_candidate(rec: Mapping[str, Any]) -> bool:
+    """A record that can end a conversation (be a leaf): main-chain user or assistant."""
+    return rec.get("type") in ("user", "assistant") and rec.get("isSidechain") is not True
+
+
+# -------------------------------------------------------------------------- normalizing
+
+
+def _norm_block(blk: Any) -> dict:
+    if isinstance(blk, str):
+        return {"type": "text", "text": blk}
+    if not isinstance(blk, dict):
+        return {"type": "other", "kind": type(blk).__name__}
+    kind = blk.get("type")
+    if kind == "text":
+        text = blk.get("text")
+        return {"type": "text", "text": text if isinstance(text, str) else ""}
+    if kind == "image":
+        src = blk.get("source")
+        src = src if isinstance(src, dict) else {}
+        if src.get("type") == "url" or "url" in src:
+            return {"type": "image", "url": src.get("url")}
+        return {"type": "image", "media_type": src.get("media_type"), "data": src.get("data")}
+    if kind == "thinking":
+        text = blk.get("thinking")
+        out: dict[str, Any] = {"type": "reasoning", "text": text if isinstance(text, str) else ""}
+        if _is_id(blk.get("signature")):
+            out["signed"] = True
+        return out
+    if kind == "redacted_thinking":
+        return {"type": "reasoning", "text": "", "signed": True, "redacted": True}
+    if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        out = {"type": "tool_call", "id": blk.get("id"), "name": blk.get("name"), "input": blk.get("input")}
+        if kind != "tool_use":
+            out["server"] = True
+        return out
+    if kind == "tool_result" or (isinstance(kind, str) and kind.endswith("_tool_result") and "tool_use_id" in blk):
+        content = blk.get("content")
+        if content is None and isinstance(blk.get("text"), str):
+            content = blk["text"]
+        return {"type": "tool_result", "call_id": blk.get("tool_use_id"), "output": _result_output(content),
+                "is_error": blk.get("is_error") is True}
+    return {"type": "other", "kind": kind if isinstance(kind, str) else "unknown"}
+
+
+def _result_output(content: Any) -> str | list:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return [_norm_block(item) for item in content]
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _content_blocks(content: Any) -> list[dict]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [_norm_block(x) for x in content] if isinstance(content, list) else [_norm_block(content)]
+
+
+def _meta_label(rec: Mapping[str, Any]) -> str:
+    kind = rec.get("type")
+    label = kind if isinstance(kind, str) and kind else "unknown"
+    sub: Any = None
+    if kind == "system":
+        sub = rec.get("subtype")
+    elif kind == "attachment":
+        att = rec.get("attachment")
+        sub = att.get("type") if isinstance(att, dict) else None
+    elif kind == "progress":
+        data = rec.get("data")
+        sub = data.get("type") if isinstance(data, dict) else None
+    elif kind == "queue-operation":
+        sub = rec.get("operation")
+    return f"{label}:{sub}" if isinstance(sub, str) and sub else label
+
+
+def normalize_record(rec: Any) -> Normal:
+    """The normalized view of one parsed Claude Code line."""
+    if not isinstance(rec, dict):
+        return Normal(role="meta", label="non-object")
+    time = parse_time(rec.get("timestamp"))
+    kind = rec.get("type")
+    msg = rec.get("message")
+    msg = msg if isinstance(msg, dict) else {}
+
+    if kind in ("user", "assistant"):
+        blocks = _content_blocks(msg.get("content"))
+        if rec.get("isSidechain") is True:
+            return Normal(role="meta", blocks=blocks, time=time, label=f"sidechain:{kind}")
+        if kind == "assistant":
+            return Normal(role="assistant", blocks=blocks, time=time)
+        if rec.get("isCompactSummary") is True:
+            return Normal(role="system", blocks=blocks, time=time, label="compact-summary")
+        # Anthropic puts tool results first in a user message; text that follows
+        # them (interruption notes, reminders) rides along with the tool output.
+        if any(b.get("type") == "tool_result" for b in blocks):
+            return Normal(role="tool", blocks=blocks, time=time)
+        if rec.get("isMeta") is True:
+            return Normal(role="meta", blocks=blocks, time=time, label="user:meta")
+        return Normal(role="user", blocks=blocks, time=time)
+
+    if kind in ("tool_use", "tool_result"):
+        # Very old transcripts wrote tool calls and results as top-level entries.
+        call_id = next((rec[k] for k in ("tool_use_id", "toolUseId", "id") if _is_id(rec.get(k))), None)
+        if kind == "tool_use":
+            block: dict[str, Any] = {"type": "tool_call", "id": call_id, "name": rec.get("name"),
+                                     "input": rec.get("input")}
+            role = "assistant"
+        else:
+            out = rec.get("output", rec.get("content"))
+            block = {"type": "tool_result", "call_id": call_id, "output": _result_output(out),
+                     "is_error": rec.get("is_error") is True or rec.get("isError") is True}
+            if isinstance(rec.get("name"), str):
+                block["name"] = rec["name"]
+            role = "tool"
+        if rec.get("isSidechain") is True:
+            return Normal(role="meta", blocks=[block], time=time, label=f"sidechain:{kind}")
+        return Normal(role=role, blocks=[block], time=time)
+
+    if rec.get("isSidechain") is True:
+        return Normal(role="meta", time=time, label=f"sidechain:{kind if isinstance(kind, str) else 'unknown'}")
+    if kind == "system" and rec.get("subtype") == "compact_boundary":
+        return Normal(role="system", time=time, label="compact-boundary")
+    return Normal(role="meta", time=time, label=_meta_label(rec))
+
+
+def _normal_of_line(raw: bytes) -> Normal:
+    if not raw.strip():
+        return Normal(role="meta", label="blank")
+    try:
+        value = jsonl.parse(raw)
+    except jsonl.ParseFailure:
+        return Normal(role="meta", label="unparseable")
+    return normalize_record(value)
+
+
+# ------------------------------------------------------------------------ session info
+
+
+class _Info:
+    """Accumulates :class:`SessionInfo` over records; serializable into the state."""
+
+    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
+        s = dict(saved or {})
+        self.id: str | None = s.get("id")
+        self.cwd: str | None = s.get("cwd")
+        self.branch: str | None = s.get("git_branch")
+        self.model: str | None = s.get("model")
+        self.title: str | None = s.get("title")
+        self.rank: int = int(s.get("rank") or 0)
+        self.version: str | None = s.get("version")
+        self.ids: list[str] = []
+
+    def feed(self, rec: Mapping[str, Any]) -> None:
+        sid = rec.get("sessionId")
+        if _is_id(sid) and sid not in self.ids and len(self.ids) < 16:
+            self.ids.append(sid)
+        if self.cwd is None and _is_id(rec.get("cwd")):
+            self.cwd = rec["cwd"]
+        if _is_id(rec.get("gitBranch")):
+            self.branch = rec["gitBranch"]
+        if _is_id(rec.get("version")):
+            self.version = rec["version"]
+        kind = rec.get("type")
+        if kind == "assistant" and rec.get("isSidechain") is not True:
+            msg = rec.get("message")
+            model = msg.get("model") if isinstance(msg, dict) else None
+            if _is_id(model) and model != "<synthetic>":
+                self.model = model
+        elif kind in _TITLE_RANK:
+            key, rank = _TITLE_RANK[kind]
+            title = rec.get(key)
+            # A title the user set outranks a generated one, whatever the order.
+            if _is_id(title) and rank >= self.rank:
+                self.title, self.rank = title, rank
+
+    def resolve_id(self, path: str) -> None:
+        if self.id is not None:
+            return
+        stem = os.path.basename(path)
+        if stem.endswith(".jsonl"):
+            stem = stem[: -len(".jsonl")]
+        # The file stem is what `claude --resume` looks up; prefer it when it is the id.
+        if stem in self.ids or _UUID_RE.match(stem) or stem.startswith("agent-") or not self.ids:
+            self.id = stem
+        else:
+            self.id = self.ids[0]
+
+    def session(self) -> SessionInfo:
+        return SessionInfo(AGENT, self.id or "", self.cwd, self.branch, self.model, self.title, self.version)
+
+    def saved(self) -> dict:
+        """The state form: :meth:`SessionInfo.to_map` plus the title's rank."""
+        out = self.session().to_map()
+        del out["agent"]
+        if self.rank:
+            out["rank"] = self.rank
+        return out
+
+
+# ------------------------------------------------------------------------------ views
+
+
+def _ancestry(parent: Mapping[str, str | None], node: str) -> list[str]:
+    """``node`` and its ancestors, nearest first (cycle-safe)."""
+    out = [node]
+    seen = {node}
+    p = parent.get(node)
+    while p is not None and p not in seen:
+        out.append(p)
+        seen.add(p)
+        p = parent.get(p)
+    return out
+
+
+def _leaves(parent: Mapping[str, str | None], cands: Mapping[str, int]) -> list[str]:
+    """Candidates that are no other candidate's ancestor, in file order of ``cands``."""
+    inner: set[str] = set()
+    for c in cands:
+        p = parent.get(c)
+        # A node already marked has had its own ancestors marked: stop there.
+        while p is not None and p != c and p not in inner:
+            inner.add(p)
+            p = parent.get(p)
+    return sorted((c for c in cands if c not in inner), key=lambda c: cands[c])
+
+
+def _name_hint(leaf: str, used: set[str]) -> str:
+    clean = re.sub(r"[^A-Za-z0-9]+", "-", leaf).strip("-") or "leaf"
+    hint = ""
+    for n in (8, 12, 16, len(clean)):
+        hint = "fork-" + clean[:n].rstrip("-")
+        if hint not in used:
+            return hint
+    k = 2
+    while f"{hint}-{k}" in used:
+        k += 1
+    return f"{hint}-{k}"
+
+
+class _Tree:
+    """The uuid tree of a whole file and the views it implies."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self.uuids: list[str | None] = []
+        self.parent: dict[str, str | None] = {}
+        self.cands: dict[str, int] = {}
+        self.side: set[str] = set()
+        self.last_uuid: str | None = None
+        self.prompt_leaf: str | None = None
+        for i, rec in enumerate(values):
+            u = rec.get("uuid") if isinstance(rec, dict) else None
+            if isinstance(rec, dict) and rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
+                self.prompt_leaf = rec["leafUuid"]
+            if not _is_id(u):
+                self.uuids.append(None)
+                continue
+            self.uuids.append(u)
+            # Claude Code keeps its messages in a map by uuid: a later line with the same uuid wins.
+            self.parent[u] = _parent_of(rec, self.last_uuid)
+            self.last_uuid = u
+            if _is_candidate(rec):
+                self.cands[u] = i
+            if rec.get("isSidechain") is True:
+                self.side.add(u)
+            else:
+                self.side.discard(u)
+        self.leaves = _leaves(self.parent, self.cands)
+        self.anc = {leaf: set(_ancestry(self.parent, leaf)) for leaf in self.leaves}
+        self.active = self._active()
+
+    def _active(self) -> str | None:
+        if not self.leaves:
+            return None
+        target = self.prompt_leaf
+        if target is not None and target in self.parent:
+            holding = [leaf for leaf in self.leaves if target in self.anc[leaf]]
+            if holding:
+                return holding[-1]
+        return self.leaves[-1]
+
+    def views(self) -> list[View]:
+        n = len(self.uuids)
+        if not self.leaves:
+            return [View(indices=list(range(n)), leaf=None, name_hint=None)]
+        union: set[str] = set().union(*self.anc.values())
+        order = [self.active] + [leaf for leaf in self.leaves if leaf != self.active]
+        views: list[View] = []
+        used: set[str] = set()
+        for leaf in order:
+            anc = self.anc[leaf]
+            idx = [i for i, u in enumerate(self.uuids) if u is None or u in anc or u not in union]
+            hint = None
+            if leaf != self.active:
+                hint = _name_hint(leaf, used)
+                used.add(hint)
+            views.append(View(indices=idx, leaf=leaf, name_hint=hint))
+        return views
+
+    def state_tail(self, active_view: View) -> tuple[list[str], list[str]]:
+        tail: list[str] = []
+        for i in reversed(active_view.indices):
+            u = self.uuids[i]
+            if u is None or u in self.side or u in tail:
+                continue
+            tail.append(u)
+            if len(tail) == TAIL_SIZE:
+                break
+        tail.reverse()
+        leaf = self.active
+        desc = [u for u in tail if leaf is not None and leaf in _ancestry(self.parent, u)]
+        return tail, desc
+
+
+def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
+    """Whether new records (an incremental read) only extend the old active view.
+
+    Returns (extends, the tree part of the new state).
+    """
+    old_leaf = old.get("leaf") if _is_id(old.get("leaf")) else None
+    tail = [u for u in old.get("tail") or [] if _is_id(u)]
+    desc = {u for u in old.get("desc") or [] if _is_id(u)}
+    if old_leaf is not None:
+        desc.add(old_leaf)
+    prev = old.get("last") if _is_id(old.get("last")) else None
+    known = set(tail) | ({old_leaf} if old_leaf else set())
+
+    parent: dict[str, str | None] = {}
+    order: list[str] = []
+    cands: dict[str, int] = {}
+    main: list[str] = []
+    prompts: list[str] = []
+    for i, rec in enumerate(values):
+        if not isinstance(rec, dict):
+            continue
+        if rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
+            prompts.append(rec["leafUuid"])
+        u = rec.get("uuid")
+        if not _is_id(u):
+            continue
+        if u in parent or u in known:
+            return False, {}  # a repeated uuid rewrites the tree: read it all again
+        parent[u] = _parent_of(rec, prev)
+        prev = u
+        order.append(u)
+        if rec.get("isSidechain") is not True:
+            main.append(u)
+            if _is_candidate(rec):
+                cands[u] = i
+
+    def root_of(u: str) -> str | None:
+        """The first old (or missing) node above the new node ``u``."""
+        seen = set()
+        p = parent.get(u)
+        while p is not None and p in parent and p not in seen:
+            seen.add(p)
+            p = parent.get(p)
+        return p
+
+    for u in main:
+        p = parent[u]
+        if p is None:
+            if old_leaf is not None:
+                return False, {}
+        elif p not in parent and p not in known:
+            return False, {}
+    # ``parent`` holds only new nodes, so these walks stop at the first old one.
+    leaves = _leaves(parent, cands)
+    if len(leaves) > 1:
+        return False, {}
+    new_leaf = leaves[0] if leaves else None
+    if new_leaf is not None and old_leaf is not None and root_of(new_leaf) not in desc:
+        return False, {}
+    chain = set(_ancestry(parent, new_leaf)) & set(parent) if new_leaf else set()
+    allowed = chain | ({old_leaf} if old_leaf else set())
+    if any(p not in allowed for p in prompts):
+        return False, {}
+
+    new_tail = list(dict.fromkeys(tail + main))[-TAIL_SIZE:]
+    if new_leaf is not None:
+        below = {u for u in order if new_leaf in _ancestry(parent, u)}
+    else:
+        below = desc | {u for u in order if root_of(u) in desc}
+    state = {
+        "leaf": new_leaf or old_leaf,
+        "tail": new_tail,
+        "desc": [u for u in new_tail if u in below],
+        "last": prev,
+    }
+    return True, state
+
+
+# ---------------------------------------------------------------------------- adapter
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _session_file(path: str) -> SessionFile | None:
+    """The session file at ``path`` when it is a regular ``.jsonl`` file."""
+    name = os.path.basename(path)
+    if not name.endswith(".jsonl") or name == ".jsonl":
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return SessionFile(AGENT, name[: -len(".jsonl")], path, st.st_mtime, st.st_size)
+
+
+class ClaudeAdapter(Adapter):
+    """Claude Code: ``~/.claude/projects/<project-key>/<session-id>.jsonl``."""
+
+    name = "claude"
+    title = "Claude Code"
+
+    # -- discovery ----------------------------------------------------------------
+
+    @staticmethod
+    def config_dir(env: Mapping[str, str]) -> str | None:
+        """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude``; None without either."""
+        conf = env.get("CLAUDE_CONFIG_DIR")
+        if conf:
+            return conf
+        home = env.get("HOME") or env.get("USERPROFILE")
+        return os.path.join(home, ".claude") if home else None
+
+    def projects_dir(self, env: Mapping[str, str]) -> str | None:
+        conf = self.config_dir(env)
+        return os.path.join(conf, "projects") if conf else None
+
+    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
+        root = self.projects_dir(env)
+        if root is None:
+            return []
+        keys = _candidate_keys(cwd)
+        # A cut key's hash may differ between runtimes: a folder with the same
+        # 200-character prefix belongs to the same project.
+        prefixes = {k[: KEY_LIMIT + 1] for k in keys if len(k) > KEY_LIMIT}
+        names = dict.fromkeys(keys + [n for n in _listdir(root) if prefixes and n[: KEY_LIMIT + 1] in prefixes])
+        found: dict[str, SessionFile] = {}
+        for name in names:
+            folder = os.path.join(root, name)
+            # Main sessions only: old-layout subagents are agent-*.jsonl beside them.
+            for file in _listdir(folder):
+                sf = _session_file(os.path.join(folder, file))
+                if sf is not None and not file.startswith("agent-") and sf.size > 0:
+                    found.setdefault(os.path.realpath(sf.path), sf)
+        return sorted(found.values(), key=lambda s: (-s.mtime, s.path))
+
+    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
+        session_id = session_id[: -len(".jsonl")] if session_id.endswith(".jsonl") else session_id
+        root = self.projects_dir(env)
+        if root is None or session_id in ("", ".", "..") or any(c in session_id for c in "/\\\x00"):
+            return None
+        found = (_session_file(os.path.join(root, d, session_id + ".jsonl")) for d in sorted(_listdir(root)))
+        return max((sf for sf in found if sf is not None), key=lambda sf: sf.mtime, default=None)
+
+    def sniff(self, path: str, head: bytes) -> bool:
+        if b"\x00" in head[:4096]:
+            return False
+        lines = head.split(b"\n")
+        seen = 0
+        for n, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            try:
+                value = jsonl.parse(raw)
+            except jsonl.ParseFailure:
+                if n == len(lines) - 1:  # the head cut this line short
+                    break
+                return False
+            kind = _classify(value)
+            if kind is not None:
+                return kind == "claude"
+            seen += 1
+            if seen >= 20:
+                break
+        return False
+
+    # -- reading ------------------------------------------------------------------
+
+    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        full = start == 0
+        old = {} if full else dict(state or {})
+        with self._open(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if full:
+                jsonl.sniff_binary(path, fh.read(4096))
+            elif start > size:
+                info = _Info(old.get("info"))
+                info.resolve_id(path)
+                note = f"{path}: the file is shorter than what was already imported; it will be read again"
+                return ReadResult(info.session(), [], [], old, start, first_line - 1, [note], extends=False)
+            records, values, warnings, end, lines = self._read_lines(fh, path, start, first_line, full)
+            partial = fh.seek(0, os.SEEK_END) > end
+        if full and not partial and all(r.normal.label == "blank" for r in records):
+            raise InputError("the session file is empty", path=path,
+                             hint="the agent has not written anything yet; try again after its first reply")
+        if partial:
+            warnings.append(f"{path}:{lines + 1}: incomplete last line (the agent may still be writing); "
+                            "it will be committed next time")
+        if full:
+            self._check_shape(path, values, records)
+
+        info = _Info(old.get("info"))
+        for v in values:
+            if isinstance(v, dict):
+                info.feed(v)
+        info.resolve_id(path)
+        extends = False
+        if full:
+            tree = _Tree(values)
+            views = tree.views()
+            tail, desc = tree.state_tail(views[0])
+            tree_state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid}
+        else:
+            extends, tree_state = _extension(values, old)
+            if extends:
+                views = [View(indices=list(range(len(records))), leaf=tree_state["leaf"], name_hint=None)]
+            else:  # the caller reads the whole file again, which computes views and state
+                views, tree_state = [], {k: old[k] for k in ("leaf", "tail", "desc", "last") if k in old}
+        new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None},
+                     "info": info.saved()}
+        return ReadResult(info.session(), records, views, new_state, end, lines, warnings, extends)
+
+    @staticmethod
+    def _open(path: str):
+        try:
+            return open(path, "rb")
+        except IsADirectoryError:
+            raise InputError("this is a folder, not a session file", path=path,
+                             hint="give the path of a .jsonl file under ~/.claude/projects") from None
+        except OSError as exc:
+            raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
+                             hint="check the path and its permissions") from None
+
+    def _read_lines(self, fh, path: str, start: int, first_line: int, full: bool):
+        records: list[Record] = []
+        values: list[Any] = []
+        warnings: list[str] = []
+        end, lines = start, first_line - 1
+        seen_json = not full
+        for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
+            end, lines = raw.line.end, raw.line.number
+            if raw.problem is None:
+                seen_json = True
+                records.append(Record(record_turn(AGENT, raw), normalize_record(raw.value), raw.line.number))
+                values.append(raw.value)
+                continue
+            if raw.problem == "blank":
+                normal = Normal(role="meta", label="blank")
+            else:
+                if not seen_json:
+                    raise self._first_line_error(path, raw.line.number, raw.problem, fh)
+                warnings.append(
+                    f"{path}:{raw.line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record"
+                )
+                normal = Normal(role="meta", label="unparseable")
+            records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
+            values.append(None)
+        return records, values, warnings, end, lines
+
+    def _first_line_error(self, path: str, line: int, problem: str, fh) -> InputError:
+        # A Gemini CLI session of the single-JSON era is one pretty-printed document.
+        try:
+            if fh.seek(0, os.SEEK_END) <= 64 * 1024 * 1024:
+                fh.seek(0)
+                kind = _classify(jsonl.parse(fh.read().strip()))
+                if kind in _OTHER_AGENT:
+                    return _foreign(path, kind, None)
+        except (jsonl.ParseFailure, OSError, MemoryError):
+            pass
+        return InputError(f"the first line is not JSON ({_reason(problem)}); this is not a Claude Code session",
+                          path=path, line=line, hint="give the path of a .jsonl transcript under ~/.claude/projects")
+
+    def _check_shape(self, path: str, values: list[Any], records: list[Record]) -> None:
+        """Refuse files that hold no Claude Code entry near the top; name the agent if known."""
+        parsed = ((r.line, _classify(v)) for r, v in zip(records, values) if v is not None)
+        judged = list(islice(parsed, _SHAPE_LINES))
+        if not judged or any(kind == "claude" for _, kind in judged):
+            return  # nothing but a line still being written: no verdict yet
+        line, kind = judged[0]
+        if kind in _OTHER_AGENT:
+            raise _foreign(path, kind, line)
+        raise InputError("this JSON-lines file has no Claude Code entries (no type with uuid or sessionId)",
+                         path=path, line=line, hint="give the path of a .jsonl transcript under "
+                         "~/.claude/projects, or pick the right --agent")
+
+    def normalize(self, turn: Turn) -> Normal:
+        if turn.has_record:
+            return normalize_record(turn.record)
+        if isinstance(turn.line, bytes):
+            return _normal_of_line(turn.line)
+        if turn.blocks is not None:
+            return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
+        return Normal(role="meta", label="unresolved")
