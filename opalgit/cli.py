@@ -533,12 +533,19 @@ def status(c: Ctx, as_json: bool) -> None:
       opal status
       opal status --json
     """
+    from . import merging
+
     repo = c.repo()
     st = porcelain.status(repo, os.environ, c.cwd)
+    pending = merging.in_progress(repo)
     if as_json:
-        c.json(st.to_json())
+        data = st.to_json()
+        data["merge"] = {"merging": pending["name"], "choices": pending.get("choices") or {}} if pending else None
+        c.json(data)
         return
     lines = [f"On branch {c.style(st.branch, bold=True)}"]
+    if pending:
+        lines.append(c.style(f"Merging {pending['name']}: stopped on conflicts; see 'opal merge --continue --help'", fg="red"))
     if st.head is None:
         lines.append("No commits yet.")
     else:
@@ -560,6 +567,254 @@ def status(c: Ctx, as_json: bool) -> None:
                 flag = "  not recorded on this branch"
             lines.append(f"  {s.agent:7} {s.id}{' (tracked)' if s.tracked else ''}{flag}")
     c.out(lines)
+
+
+# ------------------------------------------------------------------------------ diff / stats
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A")
+@click.argument("b", required=False, metavar="[B]")
+@click.option("--stat", "stat_only", is_flag=True, help="Only the summary: turns, tool calls and tokens per side.")
+@click.option("--all", "include_meta", is_flag=True, help="Include the agents' bookkeeping records.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_json: bool) -> None:
+    """Compare two states turn by turn (B defaults to the current branch's working state).
+
+    Turns are matched by identity: the common part is summarized, then each turn only
+    in A (-), only in B (+), or changed (~, with a text diff). The working state is the
+    current branch's head plus what its session has gained since the last commit.
+
+    \b
+    Examples:
+      opal diff main try-sqlite
+      opal diff HEAD~3              # against the working state
+      opal diff --stat main try-sqlite
+      opal diff --json main try-sqlite
+    """
+    from . import compare
+
+    repo = c.repo()
+    res = compare.diff(repo, a, b, env=os.environ, include_meta=include_meta, texts=not stat_only)
+    if as_json:
+        c.json(res.to_json())
+        return
+    lines = [c.style(f"diff {res.a} {res.b}", bold=True)]
+    lines.append(f"{res.shared_turns} turns in common ({res.common_prefix_turns} before the first difference)")
+    if res.uncommitted:
+        lines.append(f"{res.uncommitted} records of the working state are not committed yet")
+    sa, sb = res.stat["a"], res.stat["b"]
+    lines.append(
+        f"{res.a}: {sa['turns']} turns only here, {sa['tool_calls']} tool calls, ~{human(sa['tokens'])} tokens"
+    )
+    lines.append(
+        f"{res.b}: {sb['turns']} turns only here, {sb['tool_calls']} tool calls, ~{human(sb['tokens'])} tokens"
+    )
+    lines.append(
+        f"{res.stat['turns_removed']} removed, {res.stat['turns_added']} added, {res.stat['turns_changed']} changed"
+    )
+    if not stat_only:
+        for e in res.entries:
+            s = e.summary
+            num = e.number_b if e.side == "+" else e.number_a
+            label = f"{e.side} {num if num is not None else '.':>4} {s.get('role', ''):9} {s.get('kind', ''):11} {str(s.get('tool') or ''):10} {render.size(int(s.get('chars', 0))):>7}  {e.preview}"
+            color = {"-": "red", "+": "green", "~": "yellow"}[e.side]
+            lines.append(c.style(label, fg=color))
+            for d in e.text_diff:
+                style = {"+": "green", "-": "red"}.get(d[:1])
+                lines.append("      " + (c.style(d, fg=style) if style else d))
+    c.out(lines, page=True)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", default="HEAD", metavar="[REV]")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="How many of the biggest turns to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+def stats(c: Ctx, rev: str, top: int, as_json: bool) -> None:
+    """Turns, tool calls and estimated tokens of a state, per kind and per tool, and the biggest turns.
+
+    Token counts are estimates (about four characters per token; see docs/concepts.md).
+
+    \b
+    Examples:
+      opal stats
+      opal stats try-sqlite --top 5
+      opal stats --json
+    """
+    from . import compare
+
+    repo = c.repo()
+    st = compare.stats(repo, rev, top)
+    if as_json:
+        c.json(st.to_json())
+        return
+    lines = [c.style(f"{rev} ({render.short(st.oid, 7)}): {st.turns} turns, {st.tool_calls} tool calls, ~{human(st.tokens)} tokens", bold=True)]
+    lines.append("")
+    lines.append("By kind:")
+    lines += ["  " + r for r in render.table([[k, f"{v['turns']} turns", f"~{human(v['tokens'])} tokens"] for k, v in st.by_kind.items()])]
+    if st.by_tool:
+        lines.append("By tool (calls and their results):")
+        lines += ["  " + r for r in render.table([[k, f"{v['turns']} turns", f"~{human(v['tokens'])} tokens"] for k, v in st.by_tool.items()])]
+    lines.append(f"Biggest turns (see them with 'opal show {rev}:N'):")
+    lines += ["  " + r for r in render.table([[f"#{b['turn']}", f"~{human(b['tokens'])}", str(b['role']), str(b['kind']), str(b['tool'] or '')] for b in st.biggest])]
+    c.out(lines, page=True)
+
+
+# ------------------------------------------------------------------------------ merge
+
+
+def _parse_takes(takes: tuple[str, ...]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for t in takes:
+        num, _, choice = t.partition("=")
+        try:
+            out[int(num)] = choice
+        except ValueError:
+            raise click.UsageError(f"--take {t!r}: write N=ours|theirs|both|base") from None
+        if choice not in ("ours", "theirs", "both", "base"):
+            raise click.UsageError(f"--take {t!r}: the choice must be ours, theirs, both or base")
+    return out
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", required=False, metavar="[REV]")
+@click.option("--strategy", type=click.Choice(["ours", "theirs", "both"]), help="Resolve every conflict this way.")
+@click.option("--take", "takes", multiple=True, metavar="N=CHOICE", help="Resolve conflict N (ours, theirs, both or base); repeatable.")
+@click.option("--continue", "continuing", is_flag=True, help="Finish a merge that stopped on conflicts.")
+@click.option("--abort", "aborting", is_flag=True, help="Forget a merge that stopped on conflicts.")
+@click.option("-m", "--message", help="Message of the merge commit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...], continuing: bool, aborting: bool, message: str | None, as_json: bool) -> None:
+    """Merge another line of context into the current branch (three-way, against the merge base).
+
+    When both sides only added turns, the result keeps the shared turns, then this
+    branch's new turns, then a marker turn saying where the other branch begins, then
+    its new turns. A turn removed on one side stays removed. A stretch changed
+    differently on both sides is a conflict: the merge stops, 'opal status' lists the
+    conflicts, and you choose per conflict (--continue --take N=ours) or for all
+    (--strategy). Every tool call in the result keeps its result.
+
+    \b
+    Examples:
+      opal merge try-sqlite
+      opal merge try-sqlite --strategy theirs
+      opal merge --continue --take 0=ours --take 1=both
+      opal merge --abort
+    """
+    from . import merging
+
+    repo = c.repo()
+    if aborting:
+        name = merging.abort(repo)
+        c.out(f"Merge of {name} aborted; nothing was changed")
+        return
+    if not continuing and rev is None:
+        raise click.UsageError("give a REV to merge, or --continue / --abort")
+    try:
+        res = merging.merge(repo, rev, strategy=strategy, message=message, choices=_parse_takes(takes), continuing=continuing)
+    except NothingToDoError as exc:
+        if as_json:
+            c.json({"result": "up-to-date", "message": exc.message})
+        else:
+            c.out(exc.message)
+        return
+    if as_json:
+        c.json(res.to_json())
+        return
+    if res.kind == "fast-forward":
+        c.out(f"Fast-forwarded {res.branch} to {res.theirs} ({render.short(res.oid or b'', 7)})")
+        return
+    if res.kind == "conflicts":
+        c.out(c.style(f"Merge of {res.theirs} into {res.branch} stopped on {len(res.conflicts)} conflict(s):", fg="red", bold=True))
+        for v in res.conflicts:
+            def side(items):
+                return ", ".join(f"{i['role']} {i['kind']}{' ' + i['tool'] if i['tool'] else ''}" for i in items) or "nothing"
+            c.out(f"  conflict {v.index}: base had {len(v.base)} turns; ours: {side(v.ours)}; theirs: {side(v.theirs)}")
+        c.out("Choose per conflict: opal merge --continue --take N=ours|theirs|both|base, or --strategy; or opal merge --abort")
+        raise click.exceptions.Exit(1)
+    c.out(f"[{res.branch} {render.short(res.oid or b'', 7)}] merged {res.theirs}: {res.added_from_theirs} turns from it")
+    for r in res.repairs:
+        c.note(r)
+
+
+# ------------------------------------------------------------------------------ clean-up
+
+
+def _print_edit(c: Ctx, res, as_json: bool) -> None:
+    if as_json:
+        c.json(res.to_json())
+        return
+    for n in res.notes:
+        c.note(n)
+    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else f"{res.changed} tool outputs"
+    c.out(
+        f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {res.turns_after} turns, "
+        f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens (saved ~{human(res.saved)}). 'opal undo' takes it back."
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("turns", metavar="FROM..TO")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def drop(c: Ctx, turns: str, as_json: bool) -> None:
+    """Cut a stretch of turns (both ends included) out of the current branch, keeping what came after.
+
+    A range that would separate a tool call from its result is widened, and opal
+    says so. The result is a new commit; 'opal undo' restores the turns.
+
+    \b
+    Examples:
+      opal drop HEAD:12..HEAD:19     # a failed exploration
+      opal drop HEAD:-4..HEAD:-2
+    """
+    from . import cleanup
+
+    _print_edit(c, cleanup.drop(c.repo(), turns), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("turns", metavar="FROM..TO")
+@click.option("-m", "--message", required=True, help="The summary that replaces the turns.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def squash(c: Ctx, turns: str, message: str, as_json: bool) -> None:
+    """Replace a stretch of turns by one summary turn.
+
+    \b
+    Examples:
+      opal squash HEAD:12..HEAD:19 -m "tried X, failed because Y"
+    """
+    from . import cleanup
+
+    _print_edit(c, cleanup.squash(c.repo(), turns, message), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--tool-output-over", "over", required=True, metavar="SIZE", help="Trim tool outputs longer than this (characters; 20k, 1.5M).")
+@click.option("--keep", metavar="SIZE", help="How much of each output to keep (default: a quarter of SIZE, at least 200).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def trim(c: Ctx, over: str, keep: str | None, as_json: bool) -> None:
+    """Shrink huge tool outputs to a marked excerpt (head and tail) on the current branch.
+
+    \b
+    Examples:
+      opal trim --tool-output-over 20k
+      opal trim --tool-output-over 5000 --keep 1000
+    """
+    from . import cleanup
+
+    repo = c.repo()
+    try:
+        res = cleanup.trim(repo, cleanup.parse_size(over), keep=cleanup.parse_size(keep) if keep else None)
+    except NothingToDoError as exc:
+        c.out(exc.message)
+        return
+    _print_edit(c, res, as_json)
 
 
 # ------------------------------------------------------------------------------ export / resume

@@ -92,6 +92,13 @@ def summarize(normal: Normal) -> dict:
     }
     if tools:
         summary["tool"] = ",".join(str(t) for t in tools)
+    # Call ids let pairing checks (drop, squash, merge) run on summaries alone.
+    calls = [str(b.get("id")) for b in normal.blocks if b.get("type") == "tool_call" and b.get("id") is not None]
+    results = [str(b.get("call_id")) for b in normal.blocks if b.get("type") == "tool_result" and b.get("call_id") is not None]
+    if calls:
+        summary["calls"] = calls
+    if results:
+        summary["results"] = results
     if normal.time is not None:
         summary["time"] = int(normal.time)
     if normal.label:

@@ -22,7 +22,7 @@ from .errors import (
     UsageError,
 )
 from .model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
-from .refs import BRANCH_PREFIX, branch_ref, check_branch_name
+from .refs import branch_ref, check_branch_name
 from .repo import Repository
 from .revision import parse as parse_revision
 from .sequence import Item, Node
@@ -361,6 +361,13 @@ def _items(records) -> Iterator[Item]:
         payloads: dict[bytes, bytes] = {}
         canon = rec.turn.encode(payloads)
         yield Item(codec.digest(canon), canon, summarize(rec.normal), payloads=payloads)
+
+
+def authored_item(role: str, blocks: list[dict]) -> Item:
+    """A turn written by opal itself (a merge marker, a squash summary), ready to store."""
+    payloads: dict[bytes, bytes] = {}
+    canon = Turn.authored(role, blocks).encode(payloads)
+    return Item(codec.digest(canon), canon, summarize(Normal(role=role, blocks=blocks)), payloads=payloads)
 
 
 def _count(items: list[Item]) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import pytest
 from opalgit import clidoc
 from opalgit.cli import cli
 from tests.conftest import ROOT, git, opal
-from tests.core.test_porcelain import SESSION, grow, place
+from tests.core.test_porcelain import grow, place
 
 
 @pytest.fixture

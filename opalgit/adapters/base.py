@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterator, Mapping
+from typing import IO, Any, Callable, Iterator, Mapping
 
 from .. import jsonl
 from ..errors import InputError
@@ -117,6 +117,15 @@ class Adapter:
         the files, refusing to overwrite any.
         """
         raise NotImplementedError
+
+    def replace_tool_outputs(self, turn: Turn, replace: "Callable[[str, str], str | None]") -> Turn | None:
+        """A copy of a (resolved) source turn with tool outputs rewritten, or None.
+
+        ``replace(call_id, output_text)`` returns the new text, or None to keep it.
+        Used by ``opal trim`` so a trimmed record stays a native record of its agent;
+        an adapter that returns None here makes opal store an authored turn instead.
+        """
+        return None
 
     def render(self, turn: Turn) -> bytes:
         """The exact bytes of a (resolved) turn's source line, without the newline."""

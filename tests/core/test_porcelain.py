@@ -133,7 +133,7 @@ def test_no_session_is_a_clear_error(repo, project, env):
 
 def test_several_sessions_newest_wins_and_is_said(repo, project, home, env):
     a = place(home, project, name="aaaaaaaa-0000-0000-0000-000000000000.jsonl")
-    b = place(home, project, source=os.path.join(FIXTURES, "claude", "claude-code-viewer", "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"))
+    place(home, project, source=os.path.join(FIXTURES, "claude", "claude-code-viewer", "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"))
     os.utime(a, (1_000_000, 1_000_000))
     res = porcelain.commit(repo, env, str(project))
     assert res.session.id == "1af7fc5e-8455-4414-9ccd-011d40f70b2a"

@@ -1,0 +1,374 @@
+"""Comparing states: ``opal diff`` and ``opal stats``. Porcelain layer, read-only.
+
+A diff matches turns by identity. Leaves that two sequences share (the same git tree)
+are skipped without being read, so two long branches that share a 50,000-turn prefix
+cost only their differing leaves.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from . import sequence
+from .diff import align, text_diff
+from .errors import UsageError
+from .porcelain import (
+    State,
+    branch_head,
+    current_branch,
+    load_state,
+    normal_of,
+    resolve,
+    tracked_session,
+)
+from .repo import Repository
+from .sequence import Item
+from .tokens import estimate
+
+
+@dataclass
+class Entry:
+    """One turn in a diff."""
+
+    side: str  # "-" (only in A), "+" (only in B), "~" (changed)
+    number_a: int | None  # 1-based turn numbers (None for meta records)
+    number_b: int | None
+    summary: dict
+    old_summary: dict | None = None
+    text_diff: list[str] = field(default_factory=list)
+    preview: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "change": {"-": "removed", "+": "added", "~": "changed"}[self.side],
+            "turn_a": self.number_a,
+            "turn_b": self.number_b,
+            "role": self.summary.get("role"),
+            "kind": self.summary.get("kind"),
+            "tool": self.summary.get("tool"),
+            "chars": self.summary.get("chars", 0),
+            "preview": self.preview,
+            **({"diff": self.text_diff} if self.text_diff else {}),
+        }
+
+
+@dataclass
+class DiffResult:
+    a: str
+    b: str
+    a_oid: bytes
+    b_oid: bytes
+    common_prefix_turns: int
+    shared_turns: int
+    entries: list[Entry]
+    stat: dict
+    uncommitted: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "a": {"rev": self.a, "id": self.a_oid.hex()},
+            "b": {"rev": self.b, "id": self.b_oid.hex()},
+            "common_prefix_turns": self.common_prefix_turns,
+            "shared_turns": self.shared_turns,
+            "uncommitted_records": self.uncommitted,
+            "stat": self.stat,
+            "turns": [e.to_json() for e in self.entries],
+        }
+
+
+def _leaf_items(repo: Repository, leaves: list[sequence.Node]) -> list[Item]:
+    out: list[Item] = []
+    for leaf in leaves:
+        out.extend(sequence.read_leaf(repo.store, leaf.oid))
+    return out
+
+
+def _preview(repo: Repository, item: Item, width: int = 72) -> str:
+    try:
+        normal = normal_of(repo, item)
+    except Exception:
+        return ""
+    for b in normal.blocks:
+        t = b.get("type")
+        if t in ("text", "reasoning") and b.get("text"):
+            text = b["text"]
+        elif t == "tool_call":
+            inp = b.get("input")
+            text = f"{b.get('name')} {inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False)}"
+        elif t == "tool_result":
+            out = b.get("output")
+            text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+        else:
+            continue
+        text = " ".join(str(text).split())
+        return text if len(text) <= width else text[: width - 3] + "..."
+    return normal.label or ""
+
+
+def _content(repo: Repository, item: Item) -> str:
+    normal = normal_of(repo, item)
+    parts = []
+    for b in normal.blocks:
+        t = b.get("type")
+        if t in ("text", "reasoning"):
+            parts.append(b.get("text") or "")
+        elif t == "tool_call":
+            inp = b.get("input")
+            parts.append(f"{b.get('name')}: " + (inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False, indent=1)))
+        elif t == "tool_result":
+            out = b.get("output")
+            parts.append(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, indent=1))
+    return "\n".join(parts)
+
+
+def diff(
+    repo: Repository,
+    a: str,
+    b: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    include_meta: bool = False,
+    texts: bool = True,
+) -> DiffResult:
+    """Turn-level diff of two revisions (B defaults to the current branch's working state)."""
+    ra = resolve(repo, a)
+    if ra.turn is not None:
+        raise UsageError("diff compares states; give commits or branches, not turns", hint="e.g. opal diff main try-sqlite")
+    sa = load_state(repo, ra.oid)
+    extra: list[Item] = []
+    if b is None:
+        branch = current_branch(repo)
+        head = branch_head(repo, branch)
+        if head is None:
+            raise UsageError(f"branch {branch} has no commits to compare with")
+        sb = load_state(repo, head)
+        b_name = f"{branch} (working state)"
+        if env is not None:
+            extra = _uncommitted(repo, sb, branch)
+    else:
+        rb = resolve(repo, b)
+        if rb.turn is not None:
+            raise UsageError("diff compares states; give commits or branches, not turns")
+        sb = load_state(repo, rb.oid)
+        b_name = b
+    la = sequence.leaves(repo.store, sa.root)
+    lb = sequence.leaves(repo.store, sb.root)
+    # Align leaves first: equal leaves are shared subsequences, never read.
+    leaf_ops = align([n.oid for n in la], [n.oid for n in lb])
+    entries: list[Entry] = []
+    shared = 0
+    prefix_turns: int | None = None
+    pos_a = pos_b = 0  # turn numbers seen so far on each side
+    added_turns = removed_turns = changed_turns = 0
+    stat = {"a": _zero(), "b": _zero()}
+    extra_ops = extra
+    for op in leaf_ops:
+        if op.tag == "equal":
+            turns = sum(n.turns for n in la[op.a[0] : op.a[1]])
+            shared += turns
+            pos_a += turns
+            pos_b += turns
+            continue
+        if prefix_turns is None:
+            prefix_turns = pos_a
+        items_a = _leaf_items(repo, la[op.a[0] : op.a[1]])
+        items_b = _leaf_items(repo, lb[op.b[0] : op.b[1]])
+        pos_a, pos_b, sh = _diff_items(repo, items_a, items_b, pos_a, pos_b, entries, stat, include_meta, texts)
+        shared += sh
+    if extra_ops:
+        if prefix_turns is None:
+            prefix_turns = pos_a
+        pos_a, pos_b, _ = _diff_items(repo, [], extra_ops, pos_a, pos_b, entries, stat, include_meta, texts)
+    if prefix_turns is None:
+        prefix_turns = pos_a
+    for e in entries:
+        if e.side == "+":
+            added_turns += 1
+        elif e.side == "-":
+            removed_turns += 1
+        else:
+            changed_turns += 1
+    stat["turns_added"] = added_turns
+    stat["turns_removed"] = removed_turns
+    stat["turns_changed"] = changed_turns
+    return DiffResult(a, b_name, sa.oid, sb.oid, prefix_turns, shared, entries, stat, len(extra))
+
+
+def _zero() -> dict:
+    return {"turns": 0, "tool_calls": 0, "tokens": 0}
+
+
+def _count(stat: dict, item: Item) -> None:
+    if not item.is_turn:
+        return
+    stat["turns"] += 1
+    stat["tool_calls"] += len(item.summary.get("calls", ())) or (1 if item.summary.get("kind") == "tool_call" else 0)
+    stat["tokens"] += estimate(int(item.summary.get("chars", 0)))
+
+
+def _diff_items(repo, items_a, items_b, pos_a, pos_b, entries, stat, include_meta, texts):
+    ops = align([it.id for it in items_a], [it.id for it in items_b])
+    shared = 0
+
+    def number(it: Item, pos: int) -> int | None:
+        return pos if it.is_turn else None
+
+    for op in ops:
+        if op.tag == "equal":
+            for it in items_a[op.a[0] : op.a[1]]:
+                if it.is_turn:
+                    pos_a += 1
+                    pos_b += 1
+                    shared += 1
+            continue
+        olds = items_a[op.a[0] : op.a[1]]
+        news = items_b[op.b[0] : op.b[1]]
+        # Pair removed and added turns of the same role and kind as changes.
+        used_new: set[int] = set()
+        paired: dict[int, int] = {}
+        if op.tag == "replace":
+            ni = 0
+            for oi, old in enumerate(olds):
+                if not old.is_turn:
+                    continue
+                while ni < len(news) and (not news[ni].is_turn or ni in used_new):
+                    ni += 1
+                if ni < len(news) and news[ni].summary.get("role") == old.summary.get("role") and news[ni].summary.get("kind") == old.summary.get("kind"):
+                    paired[oi] = ni
+                    used_new.add(ni)
+                    ni += 1
+        new_iter = 0
+        for oi, old in enumerate(olds):
+            if old.is_turn:
+                pos_a += 1
+            if oi in paired:
+                # Emit the additions that come before the paired one.
+                while new_iter < paired[oi]:
+                    nit = news[new_iter]
+                    if nit.is_turn:
+                        pos_b += 1
+                    if nit.is_turn or include_meta:
+                        entries.append(Entry("+", None, number(nit, pos_b), nit.summary, preview=_preview(repo, nit)))
+                        _count(stat["b"], nit)
+                    new_iter += 1
+                nit = news[paired[oi]]
+                pos_b += 1
+                diff_lines = text_diff(_content(repo, old), _content(repo, nit)) if texts else []
+                entries.append(Entry("~", pos_a, pos_b, nit.summary, old.summary, diff_lines, _preview(repo, nit)))
+                _count(stat["a"], old)
+                _count(stat["b"], nit)
+                new_iter = paired[oi] + 1
+                continue
+            if old.is_turn or include_meta:
+                entries.append(Entry("-", number(old, pos_a), None, old.summary, preview=_preview(repo, old)))
+                _count(stat["a"], old)
+        while new_iter < len(news):
+            nit = news[new_iter]
+            if nit.is_turn:
+                pos_b += 1
+            if nit.is_turn or include_meta:
+                entries.append(Entry("+", None, number(nit, pos_b), nit.summary, preview=_preview(repo, nit)))
+                _count(stat["b"], nit)
+            new_iter += 1
+    return pos_a, pos_b, shared
+
+
+def _uncommitted(repo: Repository, state: State, branch: str) -> list[Item]:
+    """Records the tracked session has gained since the head commit, read but not stored."""
+    from . import adapters
+    from .adapters.base import tail_hash
+    from .porcelain import _items
+
+    src, sess = state.header.source, state.header.session
+    tracked = tracked_session(repo, branch)
+    if src is None or sess is None or state.header.extra.get("detached") or tracked != (sess.agent, sess.id):
+        return []
+    try:
+        import os
+
+        if os.path.getsize(src.path) <= src.size or tail_hash(src.path, src.size) != src.tail:
+            return []
+        res = adapters.get(sess.agent).read(src.path, start=src.size, first_line=src.lines + 1, state=src.state)
+    except Exception:
+        return []
+    if not res.extends:
+        return []
+    return list(_items(res.records))
+
+
+# ------------------------------------------------------------------------------ stats
+
+
+@dataclass
+class Stats:
+    rev: str
+    oid: bytes
+    turns: int
+    records: int
+    tool_calls: int
+    tokens: int
+    by_kind: dict
+    by_tool: dict
+    biggest: list[dict]
+
+    def to_json(self) -> dict:
+        return {
+            "rev": self.rev,
+            "id": self.oid.hex(),
+            "turns": self.turns,
+            "records": self.records,
+            "tool_calls": self.tool_calls,
+            "tokens_estimate": self.tokens,
+            "by_kind": self.by_kind,
+            "by_tool": self.by_tool,
+            "biggest": self.biggest,
+        }
+
+
+def stats(repo: Repository, rev: str = "HEAD", top: int = 10) -> Stats:
+    target = resolve(repo, rev)
+    st = load_state(repo, target.oid)
+    by_kind: dict[str, dict] = {}
+    by_tool: dict[str, dict] = {}
+    biggest: list[tuple[int, int, dict]] = []
+    number = 0
+    calls = 0
+    tokens = 0
+    last_tool: dict[str, str] = {}
+    for si in sequence.iter_items(repo.store, st.root):
+        s = si.item.summary
+        if not si.item.is_turn:
+            continue
+        number += 1
+        t = estimate(int(s.get("chars", 0)))
+        tokens += t
+        key = f"{s.get('role')}/{s.get('kind')}"
+        k = by_kind.setdefault(key, {"turns": 0, "tokens": 0})
+        k["turns"] += 1
+        k["tokens"] += t
+        tool = s.get("tool")
+        for c in s.get("calls", ()):
+            last_tool[c] = str(tool)
+        if s.get("kind") == "tool_call":
+            calls += max(1, len(s.get("calls", ())))
+        if tool is None and s.get("results"):
+            tool = last_tool.get(s["results"][0])  # attribute a result to its call's tool
+        if tool:
+            bt = by_tool.setdefault(str(tool), {"turns": 0, "tokens": 0})
+            bt["turns"] += 1
+            bt["tokens"] += t
+        biggest.append((t, number, s))
+    biggest.sort(key=lambda x: (-x[0], x[1]))
+    return Stats(
+        rev,
+        st.oid,
+        number,
+        st.header.items,
+        calls,
+        tokens,
+        dict(sorted(by_kind.items(), key=lambda kv: -kv[1]["tokens"])),
+        dict(sorted(by_tool.items(), key=lambda kv: -kv[1]["tokens"])),
+        [{"turn": n, "tokens": t, "role": s.get("role"), "kind": s.get("kind"), "tool": s.get("tool")} for t, n, s in biggest[:top]],
+    )

@@ -1,0 +1,316 @@
+"""``opal merge``: three-way merge of two lines of context. Porcelain layer.
+
+The sequence rules live in :mod:`opalgit.merge` (pure). This module finds the merge
+base, skips the prefix all three states share, resolves conflicts by strategy or by
+the user's choices, repairs tool-call pairing, and writes a merge commit with both
+parents. A merge that stops on conflicts writes nothing but ``<git-dir>/opal/MERGE``
+(what is being merged and the choices so far); ``--continue`` and ``--abort`` finish
+or forget it. Conflicts are values (:class:`opalgit.merge.Conflict`), never exceptions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pygit2
+
+from . import codec, oplog, sequence
+from .errors import ConflictError, NothingToDoError, RevisionError, UsageError
+from .merge import CHOICES, Conflict, MergeResult, merge3
+from .model import StateHeader
+from .porcelain import (
+    State,
+    authored_item,
+    branch_head,
+    common_prefix,
+    current_branch,
+    load_state,
+    resolve,
+    write_state,
+)
+from .refs import branch_ref
+from .repo import Repository
+from .sequence import Item
+
+MERGE_FILE = "MERGE"
+
+
+@dataclass
+class ConflictView:
+    index: int
+    base: list[dict]
+    ours: list[dict]
+    theirs: list[dict]
+    choice: str | None = None
+
+    def to_json(self) -> dict:
+        return {"conflict": self.index, "choice": self.choice, "base": self.base, "ours": self.ours, "theirs": self.theirs}
+
+
+@dataclass
+class MergeOutcome:
+    branch: str
+    theirs: str
+    kind: str  # "fast-forward", "merged", "conflicts", "up-to-date"
+    oid: bytes | None = None
+    conflicts: list[ConflictView] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    added_from_theirs: int = 0
+    removed: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "branch": self.branch,
+            "theirs": self.theirs,
+            "result": self.kind,
+            "id": self.oid.hex() if self.oid else None,
+            "conflicts": [c.to_json() for c in self.conflicts],
+            "repairs": self.repairs,
+            "turns_from_theirs": self.added_from_theirs,
+        }
+
+
+# ------------------------------------------------------------------------ merge state
+
+
+def _state_path(repo: Repository) -> str:
+    return os.path.join(repo.git_dir, "opal", MERGE_FILE)
+
+
+def _load_merge_state(repo: Repository) -> dict | None:
+    path = _state_path(repo)
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as fh:
+        try:
+            data = codec.unpack_plain(fh.read())
+        except Exception:
+            raise UsageError(f"{path} is unreadable", hint="run 'opal merge --abort' and merge again") from None
+    return data if isinstance(data, dict) else None
+
+
+def _save_merge_state(repo: Repository, data: dict) -> None:
+    path = _state_path(repo)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(codec.pack_plain(data))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def in_progress(repo: Repository) -> dict | None:
+    return _load_merge_state(repo)
+
+
+# ------------------------------------------------------------------------------ merge
+
+
+def _merge_base(repo: Repository, a: bytes, b: bytes) -> bytes | None:
+    base = repo.git.merge_base(pygit2.Oid(raw=a), pygit2.Oid(raw=b))
+    return base.raw if base is not None else None
+
+
+def _suffix(repo: Repository, st: State, start: int) -> list[Item]:
+    return [si.item for si in sequence.iter_items(repo.store, st.root, start)]
+
+
+def _describe(items: list[Item], start: int, end: int) -> list[dict]:
+    return [
+        {"role": it.summary.get("role"), "kind": it.summary.get("kind"), "tool": it.summary.get("tool"), "chars": it.summary.get("chars", 0)}
+        for it in items[start:end]
+        if it.is_turn
+    ]
+
+
+def merge(
+    repo: Repository,
+    rev: str | None = None,
+    *,
+    strategy: str | None = None,
+    message: str | None = None,
+    choices: dict[int, str] | None = None,
+    continuing: bool = False,
+) -> MergeOutcome:
+    if strategy is not None and strategy not in CHOICES:
+        raise UsageError(f"unknown strategy {strategy!r}", hint="use ours, theirs or both")
+    with repo.lock():
+        branch = current_branch(repo)
+        pending = _load_merge_state(repo)
+        if continuing:
+            if pending is None:
+                raise UsageError("no merge in progress")
+            ours, theirs, name = pending["ours"], pending["theirs"], pending["name"]
+            if branch_head(repo, branch) != ours or pending.get("branch") != branch:
+                raise ConflictError(
+                    f"branch {branch} moved since the merge started",
+                    hint="run 'opal merge --abort' and merge again",
+                )
+            saved = {int(k): v for k, v in (pending.get("choices") or {}).items()}
+            saved.update(choices or {})
+            choices = saved
+            message = message or pending.get("message")
+        else:
+            if pending is not None:
+                raise UsageError(
+                    f"a merge of {pending['name']} is in progress",
+                    hint="resolve it with 'opal merge --continue', or 'opal merge --abort'",
+                )
+            if rev is None:
+                raise UsageError("merge needs a revision", hint="e.g. opal merge try-sqlite")
+            target = resolve(repo, rev)
+            if target.turn is not None:
+                raise UsageError("merge takes a branch or commit, not a turn")
+            ours = branch_head(repo, branch)
+            if ours is None:
+                raise RevisionError(f"branch {branch} has no commits yet", hint="run 'opal commit' first")
+            theirs, name = target.oid, rev
+        base = _merge_base(repo, ours, theirs)
+        if base is None:
+            raise UsageError(
+                f"{name} and {branch} have no common history",
+                hint=f"export one of them ('opal export {name} --to ...') and continue there instead",
+            )
+        if base == theirs:
+            raise NothingToDoError(f"already up to date: {branch} contains {name}")
+        if base == ours:
+            op = oplog.new(repo, "merge", f"fast-forward {branch} to {name}", {branch_ref(branch): (ours, theirs)})
+            oplog.apply(repo, op)
+            return MergeOutcome(branch, name, "fast-forward", theirs)
+
+        sb, so, st = load_state(repo, base), load_state(repo, ours), load_state(repo, theirs)
+        prefix = min(common_prefix(repo, sb.root, so.root), common_prefix(repo, sb.root, st.root))
+        b_items, o_items, t_items = _suffix(repo, sb, prefix), _suffix(repo, so, prefix), _suffix(repo, st, prefix)
+        result = merge3([i.id for i in b_items], [i.id for i in o_items], [i.id for i in t_items])
+        choices = dict(choices or {})
+        if strategy is not None:
+            for c in result.conflicts:
+                choices.setdefault(c.index, strategy)
+        views = [
+            ConflictView(
+                c.index,
+                _describe(b_items, *c.base),
+                _describe(o_items, *c.ours),
+                _describe(t_items, *c.theirs),
+                choices.get(c.index),
+            )
+            for c in result.conflicts
+        ]
+        unresolved = [c for c in result.conflicts if c.index not in choices]
+        if unresolved:
+            _save_merge_state(
+                repo,
+                {"branch": branch, "ours": ours, "theirs": theirs, "name": name, "message": message,
+                 "choices": {str(k): v for k, v in choices.items()}},
+            )
+            return MergeOutcome(branch, name, "conflicts", None, views)
+
+        merged = _assemble(result, choices, b_items, o_items, t_items, name, branch, so, prefix)
+        items, repairs = _repair_pairs(repo, so, prefix, merged)
+        root = sequence.splice(repo.store, so.root, prefix, so.header.items, items)
+        all_suffix = items
+        prefix_items = [si.item for si in sequence.iter_items(repo.store, so.root, 0, prefix)] if prefix else []
+        turns = sum(1 for it in prefix_items if it.is_turn) + sum(1 for it in all_suffix if it.is_turn)
+        chars = sum(int(it.summary.get("chars", 0)) for it in prefix_items + all_suffix)
+        header = StateHeader(
+            session=so.header.session,
+            items=prefix + len(items),
+            turns=turns,
+            source=so.header.source,
+            new_items=(prefix, prefix + len(items)),
+            chars=chars,
+            extra={"detached": "merged", "merged": name},
+        )
+        msg = message or f"merge {name} into {branch}\n"
+        oid = write_state(repo, header, root, [ours, theirs], msg)
+        op = oplog.new(repo, "merge", f"merge {name} into {branch}", {branch_ref(branch): (ours, oid)})
+        oplog.apply(repo, op)
+        try:
+            os.unlink(_state_path(repo))
+        except FileNotFoundError:
+            pass
+        taken = {it.id for p in result.resolved(choices) if p.source == "theirs" for it in t_items[p.start : p.end]}
+        from_theirs = sum(1 for it in items if it.is_turn and it.id in taken)
+        return MergeOutcome(branch, name, "merged", oid, views, repairs, from_theirs)
+
+
+def abort(repo: Repository) -> str:
+    with repo.lock():
+        pending = _load_merge_state(repo)
+        if pending is None:
+            raise NothingToDoError("no merge in progress")
+        os.unlink(_state_path(repo))
+        return str(pending["name"])
+
+
+def _assemble(
+    result: MergeResult,
+    choices: dict[int, str],
+    b_items: list[Item],
+    o_items: list[Item],
+    t_items: list[Item],
+    name: str,
+    branch: str,
+    ours_state: State,
+    prefix: int,
+) -> list[Item]:
+    out: list[Item] = []
+    pieces = result.resolved(choices)
+    for p in pieces:
+        if p.source == "base":
+            out.extend(b_items[p.start : p.end])
+        elif p.source == "ours":
+            out.extend(o_items[p.start : p.end])
+        elif p.source == "theirs":
+            out.extend(t_items[p.start : p.end])
+        elif p.source == "marker":
+            theirs_turns = sum(1 for q in pieces if q.source == "theirs" for it in t_items[q.start : q.end] if it.is_turn)
+            text = (
+                f"[opal: the branch {name} was merged into {branch} here. The {theirs_turns} turns that follow "
+                f"come from {name}, which forked from this conversation earlier; they happened in parallel "
+                f"with the turns just before this note.]"
+            )
+            out.append(authored_item("user", [{"type": "text", "text": text}]))
+    return out
+
+
+def _repair_pairs(repo: Repository, ours: State, prefix: int, items: list[Item]) -> tuple[list[Item], list[str]]:
+    """Every tool call keeps a result and no result lacks its call, or we say what we did."""
+    repairs: list[str] = []
+    known_calls: set[str] = set()
+    answered: set[str] = set()
+    for si in sequence.iter_items(repo.store, ours.root, 0, prefix):
+        known_calls.update(si.item.summary.get("calls", ()))
+        answered.update(si.item.summary.get("results", ()))
+    out: list[Item] = []
+    suffix_results = {r for it in items for r in it.summary.get("results", ())}
+    for idx, it in enumerate(items):
+        results = it.summary.get("results", ())
+        if results and not any(r in known_calls for r in results):
+            repairs.append(f"left out a tool result whose call is not in the merged history ({results[0]})")
+            continue
+        out.append(it)
+        for c in it.summary.get("calls", ()):
+            known_calls.add(c)
+            if c not in suffix_results and c not in answered and idx < len(items) - 1:
+                out.append(
+                    authored_item(
+                        "tool",
+                        [{"type": "tool_result", "call_id": c, "output": "[opal: this tool call's result is not part of the merged history]", "is_error": True}],
+                    )
+                )
+                repairs.append(f"added a closing result for tool call {c}, whose result the merge left out")
+    return out, repairs
+
+
+def conflicts_summary(repo: Repository) -> dict | None:
+    """For ``opal status``: the merge in progress, or None."""
+    pending = _load_merge_state(repo)
+    if pending is None:
+        return None
+    return {"merging": pending["name"], "choices": pending.get("choices") or {}}
+
+
+__all__ = ["merge", "abort", "in_progress", "conflicts_summary", "MergeOutcome", "Conflict"]
