@@ -929,6 +929,40 @@ def resume(c: Ctx, rev: str, to: str, cwd: str | None, budget: int | None, reaso
         raise click.exceptions.Exit(code)
 
 
+# ------------------------------------------------------------------------------ fsck
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_ctx
+def fsck(c: Ctx, as_json: bool) -> None:
+    """Check that every state, turn, payload and operation decodes, validates and adds up.
+
+    Complements 'git fsck' (which checks the git objects themselves). Exits 7 when a
+    problem is found, and names each one.
+
+    \b
+    Examples:
+      opal fsck
+      git fsck --full && opal fsck --json
+    """
+    from . import fsck as fsck_mod
+    from .errors import CorruptObjectError
+
+    report = fsck_mod.fsck(c.repo())
+    if as_json:
+        c.json(report.to_json())
+    else:
+        r = report
+        c.out(f"checked {r.commits} commits, {r.leaves} leaves, {r.turns} turns, {r.payloads} payloads, {r.operations} operations")
+        for p in r.problems:
+            c.out(c.style("problem: ", fg="red") + p)
+        if r.ok:
+            c.out("no problems found")
+    if not report.ok:
+        raise CorruptObjectError(f"{len(report.problems)} problem(s) found", hint="see the list above; 'opal op log' and 'opal undo' may restore a good state")
+
+
 # ------------------------------------------------------------------------------ demo
 
 
@@ -978,6 +1012,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return 130
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            return 0
+        if verbose:
+            traceback.print_exc()
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        click.echo(f"opal: error: cannot access{where}: {exc.strerror or exc}", err=True)
+        click.echo("hint: nothing was changed; fix the cause (space, permissions) and run the command again", err=True)
+        return 1
     except BrokenPipeError:
         # `opal log | head`: the reader went away; not an error.
         try:

@@ -22,7 +22,7 @@ from typing import Iterable
 import pygit2
 
 from . import packfile
-from .errors import CorruptObjectError
+from .errors import CorruptObjectError, OpalError
 from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
 
 #: Below this many new objects a flush writes loose objects, above it one pack.
@@ -263,6 +263,15 @@ class GitObjectStore(ObjectStore):
         return self.odb.exists(pygit2.Oid(raw=oid))
 
     def _backend_write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
+        try:
+            self._write(objects)
+        except pygit2.GitError as exc:
+            raise OpalError(
+                f"cannot write to the object database in {self.objects_dir}: {exc}",
+                hint="check that the repository is writable and the disk is not full; nothing was changed",
+            ) from None
+
+    def _write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
         if len(objects) < PACK_THRESHOLD:
             for oid, t, d in objects:
                 written = self.odb.write(t, d)

@@ -1,0 +1,168 @@
+"""``opal fsck``: check that everything opal can reach decodes, validates and adds up.
+
+Porcelain layer, read-only. ``git fsck`` checks the git objects; this checks what
+they mean: every state header and leaf decodes, every turn's id is the SHA-256 of its
+bytes and the turn decodes, every payload is present and hashes to its name, the
+counts in interior nodes and headers match the leaves, and every operation in the log
+decodes and names commits that exist. Shared subtrees are checked once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from . import codec, oplog, sequence
+from .errors import OpalError
+from .model import StateHeader, Turn
+from .porcelain import STATE_BLOB, TURNS_TREE
+from .refs import BRANCH_PREFIX, NAMESPACE, OPLOG_REF
+from .repo import Repository
+
+
+@dataclass
+class FsckReport:
+    problems: list[str] = field(default_factory=list)
+    commits: int = 0
+    leaves: int = 0
+    turns: int = 0
+    payloads: int = 0
+    operations: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "problems": self.problems,
+            "checked": {
+                "commits": self.commits,
+                "leaves": self.leaves,
+                "turns": self.turns,
+                "payloads": self.payloads,
+                "operations": self.operations,
+            },
+        }
+
+
+class _Checker:
+    def __init__(self, repo: Repository, report: FsckReport) -> None:
+        self.repo = repo
+        self.store = repo.store
+        self.r = report
+        self.seen_commits: set[bytes] = set()
+        self.seen_nodes: dict[bytes, tuple[int, int]] = {}
+        self.seen_payloads: set[bytes] = set()
+
+    def problem(self, text: str) -> None:
+        self.r.problems.append(text)
+
+    def commit(self, oid: bytes, where: str) -> None:
+        stack = [(oid, where)]
+        while stack:
+            oid, where = stack.pop()
+            if oid in self.seen_commits:
+                continue
+            self.seen_commits.add(oid)
+            self.r.commits += 1
+            try:
+                c = self.store.read_commit(oid)
+                entries = {n: (t, o) for n, t, o in self.store.read_tree(c.tree)}
+                if STATE_BLOB not in entries:
+                    self.problem(f"{where}: commit {oid.hex()[:12]} has no state header")
+                    continue
+                header = StateHeader.decode(codec.unframe(self.store.read_blob(entries[STATE_BLOB][1])))
+                if TURNS_TREE in entries:
+                    items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
+                else:
+                    items = turns = 0
+                if (items, turns) != (header.items, header.turns):
+                    self.problem(
+                        f"{where}: commit {oid.hex()[:12]} says {header.items} records / {header.turns} turns, "
+                        f"its sequence holds {items} / {turns}"
+                    )
+            except OpalError as exc:
+                self.problem(f"{where}: commit {oid.hex()[:12]}: {exc}")
+                continue
+            for p in c.parents:
+                stack.append((p, where))
+
+    def node(self, oid: bytes, where: str) -> tuple[int, int]:
+        if oid in self.seen_nodes:
+            return self.seen_nodes[oid]
+        kids = sequence._children(self.store, oid)
+        if kids is None:
+            counts = self.leaf(oid, where)
+        else:
+            items = turns = 0
+            for kid in kids:
+                got = self.node(kid.oid, where)
+                if got != (kid.items, kid.turns):
+                    self.problem(f"{where}: node {oid.hex()[:12]} says a child holds {kid.items}/{kid.turns}, it holds {got[0]}/{got[1]}")
+                items += got[0]
+                turns += got[1]
+            counts = (items, turns)
+        self.seen_nodes[oid] = counts
+        return counts
+
+    def leaf(self, oid: bytes, where: str) -> tuple[int, int]:
+        self.r.leaves += 1
+        items = sequence.read_leaf(self.store, oid)
+        turns = 0
+        for it in items:
+            self.r.turns += 1
+            if hashlib.sha256(it.canon).digest() != it.id:
+                self.problem(f"{where}: leaf {oid.hex()[:12]} holds a turn whose id does not match its bytes")
+            try:
+                Turn.decode(it.canon)
+            except OpalError as exc:
+                self.problem(f"{where}: turn {it.id.hex()[:12]}: {exc}")
+            refs = set(codec.payload_refs(codec.unpack_canonical(it.canon, "turn")))
+            for d in refs:
+                if d not in it.payload_oids:
+                    self.problem(f"{where}: turn {it.id.hex()[:12]} uses payload {d.hex()[:12]}, which its leaf does not hold")
+            for d, blob in it.payload_oids.items():
+                if blob in self.seen_payloads:
+                    continue
+                self.seen_payloads.add(blob)
+                self.r.payloads += 1
+                data = codec.unframe(self.store.read_blob(blob))
+                if hashlib.sha256(data).digest() != d:
+                    self.problem(f"{where}: payload {d.hex()[:12]} does not hash to its name")
+            if it.is_turn:
+                turns += 1
+        return len(items), turns
+
+
+def fsck(repo: Repository) -> FsckReport:
+    report = FsckReport()
+    checker = _Checker(repo, report)
+    refs = repo.refs.all()
+    for name, oid in sorted(refs.items()):
+        if name == OPLOG_REF or not name.startswith(NAMESPACE):
+            continue
+        try:
+            commit = repo.store.read_commit(oid)
+        except OpalError as exc:
+            report.problems.append(f"{name}: {exc}")
+            continue
+        entries = {n for n, _, _ in repo.store.read_tree(commit.tree)}
+        if STATE_BLOB in entries:
+            checker.commit(oid, name[len(BRANCH_PREFIX):] if name.startswith(BRANCH_PREFIX) else name)
+    if OPLOG_REF in refs:
+        try:
+            for op in oplog.log(repo):
+                report.operations += 1
+                for ref, (old, new) in op.changes.items():
+                    for value in (old, new):
+                        if value is not None and not repo.store.exists(value):
+                            report.problems.append(f"operation {op.oid.hex()[:10] if op.oid else '?'} names a missing commit for {ref}")
+        except OpalError as exc:
+            report.problems.append(f"operation log: {exc}")
+    try:
+        repo.refs.head_branch()
+    except OpalError as exc:
+        report.problems.append(str(exc))
+    return report
