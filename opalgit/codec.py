@@ -103,6 +103,39 @@ def unframe(blob: bytes) -> bytes:
     raise CorruptObjectError("a stored object has no opal frame header")
 
 
+_ZSTD_CHUNK = 64 * 1024
+
+
+def zstd_decompress(data: bytes, *, limit: int | None = None) -> bytes:
+    """Decompress a zstd stream written by someone else (e.g. Codex's ``.jsonl.zst``).
+
+    Accepts several frames and frames without a content size. With ``limit``, returns
+    at most the first ``limit`` bytes and accepts input that is cut short (to read a
+    file's head); without it, a cut-short or corrupt stream raises
+    :class:`CorruptObjectError`.
+    """
+    cap = MAX_OBJECT_SIZE if limit is None else max(0, limit)
+    out = bytearray()
+    rest = memoryview(data)
+    try:
+        while len(rest) and len(out) < cap:
+            dobj = _decompressor.decompressobj()
+            pos = 0
+            while pos < len(rest) and not dobj.eof and len(out) <= cap:
+                out += dobj.decompress(bytes(rest[pos : pos + _ZSTD_CHUNK]))
+                pos += _ZSTD_CHUNK
+            if not dobj.eof:
+                if limit is None and len(out) <= cap:
+                    raise CorruptObjectError("the zstd stream is cut short")
+                break
+            rest = memoryview(dobj.unused_data + bytes(rest[pos:]))
+    except zstandard.ZstdError as exc:
+        raise CorruptObjectError(f"not a valid zstd stream: {exc}") from None
+    if limit is None and len(out) > cap:
+        raise CorruptObjectError("the zstd stream decompresses to more than opal accepts")
+    return bytes(out[:cap])
+
+
 # --------------------------------------------------------------------- canonical maps
 
 

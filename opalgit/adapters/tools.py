@@ -140,8 +140,11 @@ def parse_patch(text: str) -> list[dict] | None:
             close_hunk()
             cur = {"op": "update", "path": line[len("*** Update File: ") :].strip(), "hunks": []}
             ops.append(cur)
-        elif line.startswith("*** Move to: ") or line.startswith("*** End of File"):
-            return None if line.startswith("*** Move to: ") else ops
+        elif line.startswith("*** Move to: "):
+            return None
+        elif line.startswith("*** End of File"):
+            # An anchor inside an Update hunk ("this chunk ends the file"), not the patch end.
+            continue
         elif cur is None:
             return None
         elif cur["op"] == "add":

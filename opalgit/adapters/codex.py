@@ -1,0 +1,1038 @@
+"""The Codex CLI adapter: finds, reads, normalizes and writes ``~/.codex`` rollouts.
+
+A Codex session ("thread") is one JSON-lines rollout file under
+``<home>/sessions/YYYY/MM/DD/`` (or ``archived_sessions/``), plain or ``.jsonl.zst``.
+Every line is kept as one record, in file order, whatever its type, so writing the
+records back reproduces the file byte for byte (non-JSON and blank lines are kept as
+their exact bytes). A rollout is linear: it is one :class:`~.base.View`. Codex's own
+rewinds are ``thread_rolled_back`` events that Codex applies when it resumes; opal
+keeps them as records and does not apply them, so the view still shows the turns
+they roll back. Paginated (``ordinal``) and legacy lines may be mixed in one file.
+
+The model sees ``response_item`` lines; ``event_msg`` lines repeat the conversation
+for the UI and are ``meta`` here, so nothing is counted twice. Normalized blocks use
+the shared vocabulary (see :mod:`.claude`): ``text``, ``image``, ``reasoning``
+(``signed`` when OpenAI's ``encrypted_content`` is present), ``tool_call`` (``input``
+is the parsed arguments object, or the raw string for freeform tools),
+``tool_result`` and ``other``.
+
+Export writes one new legacy-mode rollout (formats.md §1.10-1.11): Codex records go
+back as they were, foreign ones are converted from their normalized view, and every
+conversion or omission is counted in the :class:`~.base.LossReport`.
+
+Pure: no store, no environment reads (the mapping is passed in), no printing.
+"""
+
+from __future__ import annotations
+
+import calendar
+import io
+import json
+import os
+import re
+import time as _time
+import uuid
+from collections import deque
+from typing import IO, Any, Iterator, Mapping
+
+from .. import codec, jsonl
+from ..errors import CorruptObjectError, InputError, UsageError
+from ..model import Normal, SessionInfo, Turn
+from . import tools
+from .base import (
+    Adapter,
+    ExportRequest,
+    ExportResult,
+    LossReport,
+    ReadResult,
+    Record,
+    SessionFile,
+    View,
+    iter_jsonl,
+    record_turn,
+)
+
+__all__ = ["CodexAdapter", "codex_home", "normalize_record", "parse_time", "rollout_name", "DEFAULT_CLI_VERSION", "DANGLING_OUTPUT"]
+
+AGENT = "codex"
+STATE_VERSION = 1
+#: ``cli_version`` written when the source is not a Codex session (the pinned CLI).
+DEFAULT_CLI_VERSION = "0.169.0"
+ORIGINATOR = "codex_cli_rs"
+DANGLING_OUTPUT = "[opal: this tool call has no recorded result]"
+
+#: RolloutItem kinds (formats.md §1.3); a line of another ``type`` with a payload is still Codex's.
+ROLLOUT_KINDS = frozenset(
+    """session_meta response_item event_msg turn_context compacted world_state security_risk_score
+    inter_agent_communication inter_agent_communication_metadata token_usage_record retained_context
+    realtime_item""".split()
+)
+#: Item types older rollouts wrote at the top level, without the envelope.
+_ITEM_KINDS = frozenset(
+    """message reasoning function_call function_call_output custom_tool_call custom_tool_call_output
+    local_shell_call local_shell_call_output tool_search_call tool_search_output web_search_call
+    image_generation_call""".split()
+)
+_CALLS = ("function_call", "custom_tool_call", "local_shell_call", "tool_search_call", "tool_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output",
+            "tool_result", "function_result")
+#: User-role text Codex injects itself (formats.md §1.11); such messages are ``meta``.
+CONTEXT_PREFIXES = (
+    "<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions instructions>",
+    "<skills_instructions>", "<collaboration_mode>", "<personality_spec>", "<turn_aborted>",
+    "<subagent_notification>", "<realtime_conversation>", "<apps_instructions>", "<plugins_instructions>",
+)
+REQUEST_MARKER = "## My request for Codex:"
+
+_SHAPE_LINES = 64
+_HEAD_LIMITS = (256 * 1024, 16 * 1024 * 1024)
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_MAX_ZST = 1 << 31
+_ID_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "logicalParentUuid")
+_CUT_LINE_RE = re.compile(rb'^\{"timestamp":"[^"]*",(?:"ordinal":\d+,)?"type":"([a-z_]+)","payload":')
+_NAME_RE = re.compile(r"^rollout-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2})-(.+?)\.jsonl(\.zst)?$")
+_TIME_RE = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+# ------------------------------------------------------------------------ small helpers
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def parse_time(value: Any) -> int | None:
+    """An RFC 3339 timestamp (or epoch seconds/milliseconds) as integer ms, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return int(value * 1000) if abs(value) < 10**11 else int(value)
+    m = _TIME_RE.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        return None
+    year, mon, day, hh, mm = (int(m.group(i)) for i in range(1, 6))
+    ss = int(m.group(6) or 0)
+    if not (1 <= mon <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
+        return None
+    try:
+        secs = calendar.timegm((year, mon, day, hh, mm, ss, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    tz = m.group(8)
+    if tz and tz not in ("Z", "z"):
+        digits = tz[1:].replace(":", "")
+        secs -= (-1 if tz[0] == "-" else 1) * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return secs * 1000 + int((m.group(7) or "0")[:3].ljust(3, "0"))
+
+
+def _iso(ms: int) -> str:
+    """Codex's line timestamp: UTC ``YYYY-MM-DDThh:mm:ss.mmmZ``."""
+    return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _classify(obj: Any) -> str | None:
+    """Which agent wrote this JSON line: "codex", "claude", "gemini", or None."""
+    if not isinstance(obj, dict):
+        return None
+    kind = obj.get("type")
+    if isinstance(kind, str) and any(k in obj for k in _ID_KEYS):
+        return "claude"
+    if "projectHash" in obj or "$set" in obj or any(isinstance(obj.get(k), list) for k in ("messages", "history")):
+        return "gemini"
+    if isinstance(kind, str) and "payload" in obj and ("timestamp" in obj or kind in ROLLOUT_KINDS):
+        return "codex"
+    if "id" in obj and "timestamp" in obj and "instructions" in obj:
+        return "codex"  # the header line of 2025 rollouts
+    if "record_type" in obj or (kind in _ITEM_KINDS and ("role" in obj or "call_id" in obj or "summary" in obj)):
+        return "codex"
+    return None
+
+
+_OTHER_AGENT = {"claude": ("a Claude Code session", "claude"), "gemini": ("a Gemini CLI session", "gemini")}
+
+
+def _foreign(path: str, kind: str, line: int | None) -> InputError:
+    what, agent = _OTHER_AGENT[kind]
+    return InputError(f"this looks like {what}, not a Codex CLI rollout", path=path, line=line,
+                      hint=f"import it with --agent {agent}")
+
+
+def _reason(problem: str) -> str:
+    if problem.startswith("not JSON (") and problem.endswith(")"):
+        return problem[len("not JSON (") : -1]
+    return problem
+
+
+def rollout_name(path: str) -> tuple[str, str | None] | None:
+    """``(thread id, rollout id or None)`` from a ``rollout-<ts>-<thread>[_<rollout>].jsonl[.zst]`` name."""
+    m = _NAME_RE.match(os.path.basename(path))
+    if not m:
+        return None
+    thread, _, rollout = m.group(2).partition("_")
+    return thread, rollout or None
+
+
+def codex_home(env: Mapping[str, str]) -> str | None:
+    """``$CODEX_HOME`` when set and non-empty, else ``$HOME/.codex``; None without either."""
+    home = env.get("CODEX_HOME")
+    if home:
+        return home
+    user = env.get("HOME") or env.get("USERPROFILE")
+    return os.path.join(user, ".codex") if user else None
+
+
+# -------------------------------------------------------------------------- normalizing
+
+
+def _image(url: Any) -> dict:
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        head, _, data = url.partition(";base64,")
+        return {"type": "image", "media_type": head[len("data:") :] or None, "data": data}
+    return {"type": "image", "url": url}
+
+
+def _block(item: Any) -> dict:
+    if isinstance(item, str):
+        return {"type": "text", "text": item}
+    if not isinstance(item, dict):
+        return {"type": "other", "kind": type(item).__name__}
+    kind = item.get("type")
+    if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+        text = item.get("text")
+        return {"type": "text", "text": text if isinstance(text, str) else ""}
+    if kind == "input_image":
+        return _image(item.get("image_url"))
+    return {"type": "other", "kind": kind if isinstance(kind, str) else "unknown"}
+
+
+def _blocks(content: Any) -> list[dict]:
+    if content is None:
+        return []
+    if isinstance(content, (str, dict)):
+        return [_block(content)]
+    if isinstance(content, list):
+        return [_block(x) for x in content]
+    return [{"type": "other", "kind": type(content).__name__}]
+
+
+def _output(out: Any) -> str | list:
+    """A tool output as a string or a list of blocks (string / content items / ``{content, success}``)."""
+    if out is None:
+        return ""
+    if isinstance(out, str):
+        return out
+    if isinstance(out, dict) and "type" not in out and ("content" in out or "output" in out):
+        return _output(out.get("content", out.get("output")))
+    if isinstance(out, (list, dict)) and (isinstance(out, list) or "type" in out):
+        return _blocks(out)
+    return jsonl.dumps(out).decode("utf-8", "surrogatepass")
+
+
+def _is_error(out: Any) -> bool:
+    """True only when the output says so in a structured way."""
+    if isinstance(out, dict):
+        return out.get("success") is False
+    if isinstance(out, str) and out.startswith("{") and '"exit_code"' in out:
+        try:
+            meta = json.loads(out).get("metadata")
+        except (ValueError, AttributeError, RecursionError):
+            return False
+        code = meta.get("exit_code") if isinstance(meta, dict) else None
+        return isinstance(code, int) and not isinstance(code, bool) and code != 0
+    return False
+
+
+def _arguments(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            value = json.loads(args)
+        except (ValueError, RecursionError):
+            return args
+        return value if isinstance(value, dict) else args
+    return args
+
+
+def _is_context(blocks: list[dict]) -> bool:
+    texts = [b["text"] for b in blocks if b.get("type") == "text"]
+    if not texts:
+        return False
+    return texts[0].lstrip().startswith(CONTEXT_PREFIXES) or any(REQUEST_MARKER in t for t in texts)
+
+
+def _item_normal(p: Mapping[str, Any], t: int | None, prefix: str) -> Normal:
+    """The normalized view of one ResponseItem (or an older top-level item)."""
+    kind = p.get("type")
+    if kind == "message" or (kind is None and p.get("role") in ("user", "assistant", "developer", "system")):
+        role = p.get("role")
+        blocks = _blocks(p.get("content", p.get("message")))
+        if role == "assistant":
+            return Normal("assistant", blocks, t)
+        if role == "user" and not _is_context(blocks):
+            return Normal("user", blocks, t)
+        if role in ("user", "developer", "system"):
+            return Normal("meta", blocks, t, "codex:context")
+        return Normal("meta", blocks, t, f"message:{role if isinstance(role, str) else 'unknown'}")
+    if kind == "reasoning":
+        parts = []
+        for key in ("summary", "content"):
+            seq = p.get(key)
+            for item in seq if isinstance(seq, list) else []:
+                text = item.get("text") if isinstance(item, dict) else None
+                if isinstance(text, str):
+                    parts.append(text)
+        block: dict[str, Any] = {"type": "reasoning", "text": "\n".join(parts)}
+        if _is_str(p.get("encrypted_content")):
+            block["signed"] = True
+        return Normal("assistant", [block], t)
+    if kind in _CALLS:
+        fn = p.get("function")
+        name = p.get("name") if "name" in p else (fn.get("name") if isinstance(fn, dict) else None)
+        if kind == "custom_tool_call":
+            inp = p.get("input")
+        elif kind == "local_shell_call":
+            name, inp = "local_shell", p.get("action")
+        elif kind == "tool_search_call":
+            name, inp = "tool_search", p.get("arguments")
+        else:
+            inp = _arguments(p.get("arguments"))
+        call_id = p.get("call_id") if "call_id" in p else p.get("id")
+        return Normal("assistant", [{"type": "tool_call", "id": call_id, "name": name, "input": inp}], t)
+    if kind in _OUTPUTS:
+        raw = p.get("tools") if kind == "tool_search_output" else p.get("output", p.get("result"))
+        if kind == "tool_search_output":
+            out: str | list = jsonl.dumps(raw).decode("utf-8", "surrogatepass") if raw is not None else ""
+        else:
+            out = _output(raw)
+        block = {"type": "tool_result", "call_id": p.get("call_id"), "output": out, "is_error": _is_error(raw)}
+        if kind in ("tool_result", "function_result") and isinstance(p.get("name"), str):
+            block["name"] = p["name"]
+        return Normal("tool", [block], t)
+    if kind in ("web_search_call", "image_generation_call"):
+        return Normal("assistant", [{"type": "other", "kind": kind}], t)
+    return Normal("meta", time=t, label=f"{prefix}:{kind}" if isinstance(kind, str) else prefix)
+
+
+def normalize_record(rec: Any) -> Normal:
+    """The normalized view of one parsed rollout line."""
+    if not isinstance(rec, dict):
+        return Normal(role="meta", label="non-object")
+    t = parse_time(rec.get("timestamp", rec.get("created_at")))
+    kind = rec.get("type")
+    payload = rec.get("payload")
+    if isinstance(kind, str) and "payload" in rec:
+        if kind == "response_item" and isinstance(payload, dict):
+            return _item_normal(payload, t, "response_item")
+        sub = payload.get("type") if isinstance(payload, dict) else None
+        return Normal(role="meta", time=t, label=f"{kind}:{sub}" if _is_str(sub) else kind)
+    if "id" in rec and "instructions" in rec and "payload" not in rec:
+        return Normal(role="meta", time=t, label="session_meta:legacy")
+    if "record_type" in rec:
+        return Normal(role="meta", time=t, label=f"state:{rec['record_type']}")
+    if kind in _ITEM_KINDS or kind in _CALLS or kind in _OUTPUTS or (kind is None and "role" in rec):
+        return _item_normal(rec, t, "item")
+    return Normal(role="meta", time=t, label=kind if _is_str(kind) else "unknown")
+
+
+def _normal_of_line(raw: bytes) -> Normal:
+    if not raw.strip():
+        return Normal(role="meta", label="blank")
+    try:
+        return normalize_record(jsonl.parse(raw))
+    except jsonl.ParseFailure:
+        return Normal(role="meta", label="unparseable")
+
+
+# ------------------------------------------------------------------------ session info
+
+
+class _Info:
+    """Accumulates :class:`SessionInfo` over records; serializable into the state."""
+
+    FIELDS = ("id", "cwd", "git_branch", "model", "title", "version")
+
+    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
+        s = dict(saved or {})
+        self.values: dict[str, str] = {k: s[k] for k in self.FIELDS if _is_str(s.get(k))}
+
+    def feed(self, rec: Mapping[str, Any]) -> None:
+        v = self.values
+        kind = rec.get("type")
+        p = rec.get("payload")
+        p = p if isinstance(p, dict) else {}
+        if kind == "session_meta":
+            # The first session_meta is the thread's; later ones are copied from forks' parents.
+            if "id" not in v and _is_str(p.get("id")):
+                v["id"] = p["id"]
+                for key, src in (("cwd", p.get("cwd")), ("version", p.get("cli_version"))):
+                    if _is_str(src):
+                        v[key] = src
+                git = p.get("git")
+                if isinstance(git, dict) and _is_str(git.get("branch")):
+                    v["git_branch"] = git["branch"]
+        elif kind == "turn_context":
+            if _is_str(p.get("model")):
+                v["model"] = p["model"]
+            if "cwd" not in v and _is_str(p.get("cwd")):
+                v["cwd"] = p["cwd"]
+        elif kind == "event_msg" and p.get("type") == "thread_name_updated" and _is_str(p.get("thread_name")):
+            v["title"] = p["thread_name"]
+        elif "payload" not in rec and "instructions" in rec and _is_str(rec.get("id")):
+            v.setdefault("id", rec["id"])
+
+    def session(self, path: str) -> SessionInfo:
+        sid = self.values.get("id")
+        if sid is None:
+            named = rollout_name(path)
+            sid = named[0] if named else os.path.basename(path).split(".", 1)[0]
+        return SessionInfo(agent=AGENT, id=sid, cwd=self.values.get("cwd"), git_branch=self.values.get("git_branch"),
+                           model=self.values.get("model"), title=self.values.get("title"),
+                           version=self.values.get("version"))
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _is_zst(path: str, head: bytes = b"") -> bool:
+    return path.endswith(".zst") or head.startswith(_ZSTD_MAGIC)
+
+
+def _first_line(path: str) -> Any:
+    """The parsed first non-empty line of a rollout (plain or zst), or None."""
+    try:
+        with open(path, "rb") as fh:
+            if path.endswith(".zst"):
+                data = fh.read(4 << 20)
+                for limit in _HEAD_LIMITS:
+                    text = codec.zstd_decompress(data, limit=limit)
+                    lines = [ln for ln in text.split(b"\n")[:-1] if ln.strip()]
+                    if lines or len(text) < limit:
+                        return jsonl.parse(lines[0]) if lines else None
+                return None
+            while True:
+                raw = fh.readline(_HEAD_LIMITS[-1])
+                if not raw or not raw.endswith(b"\n"):
+                    return None
+                if raw.strip():
+                    return jsonl.parse(raw[:-1])
+    except (OSError, jsonl.ParseFailure, CorruptObjectError):
+        return None
+
+
+def _rollouts(home: str) -> Iterator[str]:
+    """Rollout files under ``sessions/`` and ``archived_sessions/``; plain wins over ``.zst``."""
+    for sub in ("sessions", "archived_sessions"):
+        for folder, dirs, files in os.walk(os.path.join(home, sub)):
+            dirs.sort()
+            names = set(files)
+            for name in sorted(files):
+                if not name.startswith("rollout-"):
+                    continue
+                if name.endswith(".jsonl") or (name.endswith(".jsonl.zst") and name[:-4] not in names):
+                    yield os.path.join(folder, name)
+
+
+def _session_file(sid: str, path: str) -> SessionFile | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return SessionFile(AGENT, sid, path, st.st_mtime, st.st_size)
+
+
+# ---------------------------------------------------------------------------- adapter
+
+
+class CodexAdapter(Adapter):
+    """Codex CLI: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread id>.jsonl``."""
+
+    name = "codex"
+    title = "Codex CLI"
+
+    # -- discovery ----------------------------------------------------------------
+
+    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
+        home = codex_home(env)
+        if home is None or not os.path.isdir(home):
+            return []
+        wanted = {cwd.rstrip("/") or "/"}
+        try:
+            wanted.add(os.path.realpath(cwd))
+        except (OSError, ValueError):
+            pass
+        found = []
+        for path in _rollouts(home):
+            head = _first_line(path)
+            if not isinstance(head, dict) or head.get("type") != "session_meta":
+                continue
+            p = head.get("payload")
+            if not isinstance(p, dict) or not _is_str(p.get("cwd")) or (p["cwd"].rstrip("/") or "/") not in wanted:
+                continue
+            named = rollout_name(path)
+            sid = p["id"] if _is_str(p.get("id")) else (named[0] if named else os.path.basename(path))
+            sf = _session_file(sid, path)
+            if sf is not None:
+                found.append(sf)
+        return sorted(found, key=lambda s: (-s.mtime, s.path))
+
+    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
+        sid = session_id
+        for suffix in (".zst", ".jsonl"):
+            sid = sid.removesuffix(suffix)
+        named = rollout_name(sid + ".jsonl")
+        if named is not None:
+            sid = named[0] if named[1] is None else f"{named[0]}_{named[1]}"
+        if not sid or sid in (".", "..") or any(c in sid for c in "/\\\x00"):
+            return None
+        home = codex_home(env)
+        if home is None:
+            return None
+        best: tuple[tuple[int, float], SessionFile] | None = None
+        for path in _rollouts(home):
+            named = rollout_name(path)
+            if named is None:
+                continue
+            thread, rollout = named
+            whole = thread if rollout is None else f"{thread}_{rollout}"
+            score = 3 if sid in (thread, whole) else 2 if sid == rollout else 1 if len(sid) >= 8 and sid in whole else 0
+            if not score:
+                continue
+            sf = _session_file(thread, path)
+            if sf is not None and (best is None or (score, sf.mtime) > best[0]):
+                best = ((score, sf.mtime), sf)
+        return best[1] if best else None
+
+    def sniff(self, path: str, head: bytes) -> bool:
+        if _is_zst(path, head):
+            # zstd emits whole blocks (up to 128 KiB of text): a short head may decompress
+            # to nothing, so read more of the file itself.
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(4 << 20)
+            except OSError:
+                data = head
+            try:
+                head = codec.zstd_decompress(data if len(data) > len(head) else head, limit=1 << 20)
+            except CorruptObjectError:
+                return False
+        if b"\x00" in head[:4096]:
+            return False
+        lines = head.split(b"\n")
+        seen = 0
+        for n, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            try:
+                value = jsonl.parse(raw)
+            except jsonl.ParseFailure:
+                if n == len(lines) - 1:  # the head cut this line short
+                    m = _CUT_LINE_RE.match(raw.lstrip())
+                    return bool(m) and m.group(1).decode() in ROLLOUT_KINDS
+                return False
+            kind = _classify(value)
+            if kind is not None:
+                return kind == AGENT
+            seen += 1
+            if seen >= 20:
+                break
+        return False
+
+    # -- reading ------------------------------------------------------------------
+
+    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        full = start == 0
+        fh = self._open(path)
+        with fh:
+            size = fh.seek(0, os.SEEK_END)
+            if full:
+                if size == 0:
+                    raise InputError("the session file is empty", path=path,
+                                     hint="Codex has not written anything yet; try again after its first reply")
+                fh.seek(0)
+                jsonl.sniff_binary(path, fh.read(4096))
+            elif start > size:
+                return ReadResult(
+                    session=_Info((state or {}).get("info")).session(path), records=[], views=[],
+                    state=dict(state or {}), end=start, lines=first_line - 1, extends=False,
+                    warnings=[f"{path}: the file is shorter than what was already imported; it will be read again"],
+                )
+            records, values, warnings, end, lines = self._read_lines(fh, path, start, first_line, full)
+            if size > end:
+                warnings.append(f"{path}:{lines + 1}: incomplete last line (Codex may still be writing); "
+                                "it will be committed next time")
+        if full:
+            self._check_shape(path, values, records)
+        info = _Info(None if full else (state or {}).get("info"))
+        for v in values:
+            if isinstance(v, dict):
+                info.feed(v)
+        session = info.session(path)
+        return ReadResult(
+            session=session,
+            records=records,
+            views=[View(indices=list(range(len(records))))],
+            state={"v": STATE_VERSION, "info": {k: v for k, v in session.to_map().items() if k != "agent"}},
+            end=end,
+            lines=lines,
+            warnings=warnings,
+            # Codex only appends: once the caller has verified the prefix, new lines extend it.
+            extends=not full,
+        )
+
+    def _open(self, path: str) -> IO[bytes]:
+        try:
+            fh = open(path, "rb")
+        except IsADirectoryError:
+            raise InputError("this is a folder, not a session file", path=path,
+                             hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions") from None
+        except OSError as exc:
+            raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
+                             hint="check the path and its permissions") from None
+        if not _is_zst(path, fh.read(4)):
+            fh.seek(0)
+            return fh
+        with fh:
+            fh.seek(0)
+            data = fh.read(_MAX_ZST)
+        try:
+            # Offsets of a .zst rollout are offsets in its decompressed text.
+            return io.BytesIO(codec.zstd_decompress(data))
+        except CorruptObjectError as exc:
+            raise InputError(f"this .zst file does not decompress ({exc})", path=path,
+                             hint="Codex compresses old rollouts with zstd; the file may be damaged") from None
+
+    def _read_lines(self, fh: IO[bytes], path: str, start: int, first_line: int, full: bool):
+        records: list[Record] = []
+        values: list[Any] = []
+        warnings: list[str] = []
+        end, lines = start, first_line - 1
+        seen_json = not full
+        for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
+            end, lines = raw.line.end, raw.line.number
+            if raw.problem is None:
+                seen_json = True
+                records.append(Record(record_turn(AGENT, raw), normalize_record(raw.value), raw.line.number))
+                values.append(raw.value)
+                continue
+            if raw.problem == "blank":
+                normal = Normal(role="meta", label="blank")
+            else:
+                if not seen_json:
+                    raise self._first_line_error(path, raw.line.number, raw.problem, fh)
+                warnings.append(f"{path}:{raw.line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record")
+                normal = Normal(role="meta", label="unparseable")
+            records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
+            values.append(None)
+        return records, values, warnings, end, lines
+
+    def _first_line_error(self, path: str, line: int, problem: str, fh: IO[bytes]) -> InputError:
+        # A Gemini CLI session of the single-JSON era is one pretty-printed document.
+        try:
+            if fh.seek(0, os.SEEK_END) <= 64 * 1024 * 1024:
+                fh.seek(0)
+                kind = _classify(jsonl.parse(fh.read().strip()))
+                if kind in _OTHER_AGENT:
+                    return _foreign(path, kind, None)
+        except (jsonl.ParseFailure, OSError, MemoryError):
+            pass
+        return InputError(f"the first line is not JSON ({_reason(problem)}); this is not a Codex CLI rollout",
+                          path=path, line=line, hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions")
+
+    def _check_shape(self, path: str, values: list[Any], records: list[Record]) -> None:
+        checked = 0
+        for rec, value in zip(records, values):
+            if value is None:
+                continue
+            kind = _classify(value)
+            if kind == AGENT:
+                return
+            if kind in _OTHER_AGENT:
+                raise _foreign(path, kind, rec.line)
+            checked += 1
+            if checked >= _SHAPE_LINES:
+                break
+        if checked == 0:
+            return  # nothing but a line still being written: no verdict yet
+        first = next(r.line for r, v in zip(records, values) if v is not None)
+        raise InputError("this JSON-lines file has no Codex CLI rollout lines (no type with a payload)",
+                         path=path, line=first,
+                         hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent")
+
+    def normalize(self, turn: Turn) -> Normal:
+        if turn.has_record:
+            return normalize_record(turn.record)
+        if isinstance(turn.line, bytes):
+            return _normal_of_line(turn.line)
+        if turn.blocks is not None:
+            return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
+        return Normal(role="meta", label="unresolved")
+
+    def replace_tool_outputs(self, turn: Turn, replace) -> Turn | None:
+        """A tool-output record with its output texts rewritten (``opal trim``), or None."""
+        rec = turn.record if turn.has_record else None
+        p = rec.get("payload") if isinstance(rec, dict) and rec.get("type") == "response_item" else None
+        if not isinstance(p, dict) or p.get("type") not in ("function_call_output", "custom_tool_call_output") \
+                or not isinstance(p.get("call_id"), str):
+            return None
+        cid, out = p["call_id"], p.get("output")
+
+        def text_of(item: Any) -> Any:
+            if isinstance(item, dict) and item.get("type") in ("input_text", "output_text") and isinstance(item.get("text"), str):
+                new = replace(cid, item["text"])
+                return item if new is None else dict(item, text=new)
+            return item
+
+        if isinstance(out, str):
+            new_out: Any = replace(cid, out)
+            new_out = out if new_out is None else new_out
+        elif isinstance(out, list):
+            new_out = [text_of(x) for x in out]
+        elif isinstance(out, dict) and "type" in out:
+            new_out = text_of(out)
+        elif isinstance(out, dict) and isinstance(out.get("content"), str):
+            new = replace(cid, out["content"])
+            new_out = out if new is None else dict(out, content=new)
+        else:
+            return None
+        if new_out == out:
+            return None
+        return Turn.from_record(AGENT, dict(rec, payload=dict(p, output=new_out)))
+
+    # -- writing ------------------------------------------------------------------
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        home = codex_home(req.env)
+        if home is None:
+            raise UsageError("cannot tell where Codex keeps its sessions", hint="set CODEX_HOME or HOME")
+        lt = _time.localtime(req.now_ms / 1000)
+        name = f"rollout-{_time.strftime('%Y-%m-%dT%H-%M-%S', lt)}-{req.session_id}.jsonl"
+        path = os.path.join(home, "sessions", _time.strftime("%Y", lt), _time.strftime("%m", lt),
+                            _time.strftime("%d", lt), name)
+        writer = _Writer(req)
+        body = writer.run()
+        return ExportResult(files=[(path, body)], session_id=req.session_id,
+                            resume=["codex", "resume", req.session_id], report=writer.report)
+
+
+# ---------------------------------------------------------------------------- export
+
+
+class _Writer:
+    """Builds one legacy-mode rollout from an :class:`ExportRequest`."""
+
+    def __init__(self, req: ExportRequest) -> None:
+        self.req = req
+        self.report = LossReport()
+        self.lines: list[dict | bytes] = []
+        self.calls: dict[str, str] = {}  # call_id -> item type of the (latest) call
+        self.call_pos: dict[str, int] = {}  # call_id -> index in self.lines
+        self.answered: set[str] = set()
+        self.id_map: dict[str, str] = {}  # foreign call id -> call_id written
+        self.anon: deque[str] = deque()  # ids minted for foreign calls that had none
+        self.open_turn: str | None = None
+        self.last_answer: str | None = None
+        self.turns = 0
+        self.meta_labels: dict[str, int] = {}
+        self.source_notes: dict[str, int] = {}
+        self.ordinals = 0
+
+    # -- the whole file ---------------------------------------------------------------
+
+    def run(self) -> bytes:
+        req = self.req
+        src = req.session
+        version = src.version if src is not None and src.agent == AGENT and src.version else DEFAULT_CLI_VERSION
+        meta = {"id": req.session_id, "timestamp": _iso(req.now_ms), "cwd": req.cwd, "originator": ORIGINATOR,
+                "cli_version": version, "source": "cli"}
+        self.lines.append({"timestamp": _iso(req.now_ms), "type": "session_meta", "payload": meta})
+        for et in req.turns:
+            turn = et.turn
+            if turn.agent == AGENT and (turn.has_record or isinstance(turn.line, bytes)):
+                self._native(turn)
+            elif turn.agent == AGENT and turn.line is not None:
+                raise InputError("a codex turn has unresolved payloads; resolve it before exporting")
+            else:
+                self._foreign(turn, et.normal)
+        self._close_task(None)
+        self._synthesize_dangling()
+        self._notes()
+        return b"".join((ln if isinstance(ln, bytes) else jsonl.dumps(ln)) + b"\n" for ln in self.lines)
+
+    def _notes(self) -> None:
+        rep, src = self.report, self.req.session
+        if self.meta_labels:
+            families = ", ".join(f"{k} x{v}" for k, v in sorted(self.meta_labels.items()))
+            rep.note(f"bookkeeping records with no Codex counterpart were left out: {families}")
+        if self.ordinals:
+            rep.note(f"the source used Codex's paginated history; written in legacy mode ({self.ordinals} "
+                     "ordinal fields removed); its UI turns are item_completed events, which codex may not show")
+        if self.source_notes.get("thread_rolled_back"):
+            rep.note(f"the source holds {self.source_notes['thread_rolled_back']} thread_rolled_back event(s): "
+                     "written back, so Codex drops the rolled-back turns on resume as before (opal's view still shows them)")
+        if self.source_notes.get("compacted"):
+            rep.note(f"the source holds {self.source_notes['compacted']} compacted item(s): written back, so Codex "
+                     "resumes from the compacted history as before")
+        if src is not None and src.agent == AGENT and src.cwd and src.cwd != self.req.cwd:
+            rep.note(f"the folder changed from {src.cwd} to {self.req.cwd}: turn_context records now name the new "
+                     "folder; earlier messages and tool calls still mention the old one")
+        if not any(isinstance(ln, dict) and ln.get("type") == "response_item" for ln in self.lines):
+            rep.note("the exported session holds no conversation items; codex may refuse to resume it")
+
+    def _line(self, kind: str, payload: dict, t: int | None = None) -> None:
+        self.lines.append({"timestamp": _iso(t if t is not None else self.req.now_ms), "type": kind, "payload": payload})
+
+    # -- Codex records -------------------------------------------------------------
+
+    def _native(self, turn: Turn) -> None:
+        rec: Any = turn.record
+        if not turn.has_record:
+            raw = turn.line
+            assert isinstance(raw, bytes)
+            try:
+                rec = jsonl.parse(raw) if raw.strip() else None
+            except jsonl.ParseFailure:
+                rec = None
+            if not isinstance(rec, dict) or not self._needs_change(rec):
+                self.lines.append(raw)
+                self._track(rec)
+                return
+        if not isinstance(rec, dict):
+            self.lines.append(jsonl.dumps(rec))
+            return
+        if rec.get("type") == "session_meta":
+            self.report.convert("session_meta:replaced")
+            return
+        if "ordinal" in rec:
+            rec = {k: v for k, v in rec.items() if k != "ordinal"}
+            self.ordinals += 1
+        p = rec.get("payload")
+        if rec.get("type") == "turn_context" and isinstance(p, dict) and isinstance(p.get("cwd"), str) \
+                and p["cwd"] != self.req.cwd:
+            old = p["cwd"]
+            p = dict(p, cwd=self.req.cwd)
+            if isinstance(p.get("workspace_roots"), list):
+                p["workspace_roots"] = [self.req.cwd if r == old else r for r in p["workspace_roots"]]
+            rec = dict(rec, payload=p)
+            self.report.convert("turn_context:cwd")
+        self.lines.append(rec)
+        self._track(rec)
+
+    def _needs_change(self, rec: dict) -> bool:
+        p = rec.get("payload")
+        moved = rec.get("type") == "turn_context" and isinstance(p, dict) and isinstance(p.get("cwd"), str) \
+            and p["cwd"] != self.req.cwd
+        return rec.get("type") == "session_meta" or "ordinal" in rec or moved
+
+    def _track(self, rec: Any) -> None:
+        """Follow calls, outputs and task boundaries of a written-back record."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("payload"), dict):
+            return
+        kind, p = rec.get("type"), rec["payload"]
+        sub = p.get("type")
+        if kind == "response_item" and isinstance(p.get("call_id"), str):
+            if sub in ("function_call", "custom_tool_call", "local_shell_call"):
+                self._add_call(p["call_id"], sub)
+            elif sub in _OUTPUTS:
+                self.answered.add(p["call_id"])
+        elif kind == "event_msg":
+            if sub in ("task_started", "turn_started"):
+                self._close_task(None)
+                tid = p.get("turn_id")
+                self.open_turn = tid if isinstance(tid, str) else "native"
+            elif sub in ("task_complete", "turn_complete", "turn_aborted"):
+                self.open_turn = None
+            elif sub == "thread_rolled_back":
+                self.source_notes["thread_rolled_back"] = self.source_notes.get("thread_rolled_back", 0) + 1
+        elif kind == "compacted":
+            self.source_notes["compacted"] = self.source_notes.get("compacted", 0) + 1
+
+    def _add_call(self, call_id: str, kind: str) -> None:
+        self.calls[call_id] = kind
+        self.call_pos[call_id] = len(self.lines) - 1
+        self.answered.discard(call_id)
+
+    # -- foreign records ---------------------------------------------------------------
+
+    def _foreign(self, turn: Turn, normal: Normal) -> None:
+        role, t = normal.role, normal.time
+        if role == "meta":
+            family = (normal.label or "unlabelled").split(":")[0]
+            self.meta_labels[family] = self.meta_labels.get(family, 0) + 1
+            self.report.drop("record:meta")
+            return
+        if role == "system" and not any(b.get("type") == "text" for b in normal.blocks):
+            self.report.drop("record:system")
+            return
+        pending: list[dict] = []
+        for blk in normal.blocks:
+            kind = blk.get("type")
+            if kind in ("text", "image"):
+                pending.append(blk)
+                continue
+            self._flush(role, pending, t)
+            pending = []
+            if kind == "reasoning":
+                self._reasoning(blk, t)
+            elif kind == "tool_call":
+                self._call(turn.agent, blk, t)
+            elif kind == "tool_result":
+                self._result(blk, t)
+            else:
+                self.report.drop("content:other")
+        self._flush(role, pending, t)
+
+    def _flush(self, role: str, blocks: list[dict], t: int | None) -> None:
+        if not blocks:
+            return
+        if role == "assistant":
+            texts = [b.get("text") or "" for b in blocks if b.get("type") == "text"]
+            if any(b.get("type") == "image" for b in blocks):
+                self.report.drop("image:assistant")
+            if not any(texts):
+                return
+            content = [{"type": "output_text", "text": x} for x in texts if x]
+            self._line("response_item", {"type": "message", "role": "assistant", "content": content}, t)
+            text = "\n".join(x for x in texts if x)
+            self._line("event_msg", {"type": "agent_message", "message": text}, t)
+            self.last_answer = text
+            return
+        content, images = [], []
+        for b in blocks:
+            if b.get("type") == "text":
+                if b.get("text"):
+                    content.append({"type": "input_text", "text": b["text"]})
+            else:
+                url = _data_url(b)
+                if url is None:
+                    self.report.drop("image:unreadable")
+                    continue
+                content.append({"type": "input_image", "image_url": url})
+                images.append(url)
+                self.report.convert("image")
+        if not content:
+            return
+        if role != "user":
+            # Text beside tool results, or a summary: the model sees it, but it opens no turn.
+            if role == "system":
+                self.report.convert("system:user-message")
+            self._line("response_item", {"type": "message", "role": "user", "content": content}, t)
+            return
+        self._close_task(t)
+        self.turns += 1
+        self.open_turn = str(uuid.uuid5(uuid.NAMESPACE_URL, f"opal:{self.req.session_id}:turn:{self.turns}"))
+        self.last_answer = None
+        self._line("event_msg", {"type": "task_started", "turn_id": self.open_turn, "model_context_window": None}, t)
+        self._line("response_item", {"type": "message", "role": "user", "content": content}, t)
+        message = "\n".join(c["text"] for c in content if c["type"] == "input_text")
+        self._line("event_msg", {"type": "user_message", "message": message, "images": images,
+                                 "local_images": [], "text_elements": []}, t)
+
+    def _close_task(self, t: int | None) -> None:
+        if self.open_turn is None:
+            return
+        if self.open_turn != "native":
+            self._line("event_msg", {"type": "task_complete", "turn_id": self.open_turn,
+                                     "last_agent_message": self.last_answer}, t)
+        self.open_turn = None
+
+    def _reasoning(self, blk: dict, t: int | None) -> None:
+        text = blk.get("text") or ""
+        if self.req.reasoning == "text" and text:
+            # UI only: a reasoning item would be sent to the API, which cannot verify foreign reasoning.
+            self._line("event_msg", {"type": "agent_reasoning", "text": text}, t)
+            self.report.convert("reasoning:text")
+        elif blk.get("signed"):
+            self.report.drop("reasoning:signed")
+        else:
+            self.report.drop("reasoning:foreign")
+
+    def _call(self, agent: str, blk: dict, t: int | None) -> None:
+        orig = blk.get("id")
+        name, inp, mapped = tools.convert_call(agent, AGENT, str(blk.get("name") or "tool"), blk.get("input"),
+                                               self.req.cwd)
+        self.report.convert("tool_call:mapped" if mapped else "tool_call:kept")
+        call_id = orig if _is_str(orig) else f"call_opal_{len(self.calls) + 1}"
+        if call_id in self.calls:
+            call_id = f"{call_id}_{len(self.calls) + 1}"
+        if _is_str(orig):
+            self.id_map[orig] = call_id
+        else:
+            self.anon.append(call_id)
+        if name == "apply_patch" and isinstance(inp, str):
+            payload = {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": name, "input": inp}
+        else:
+            payload = {"type": "function_call", "name": name, "arguments": _args_string(inp), "call_id": call_id}
+        self._line("response_item", payload, t)
+        self._add_call(call_id, payload["type"])
+
+    def _result(self, blk: dict, t: int | None) -> None:
+        orig = blk.get("call_id")
+        if _is_str(orig):
+            call_id = self.id_map.get(orig, orig)
+        else:
+            call_id = self.anon.popleft() if self.anon else None
+        if call_id is None or call_id not in self.calls:
+            self.report.drop("tool_result:orphan")
+            return
+        out = blk.get("output")
+        if isinstance(out, list):
+            items, has_image = [], False
+            for b in out:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "text":
+                    items.append({"type": "input_text", "text": b.get("text") or ""})
+                elif b.get("type") == "image" and _data_url(b) is not None:
+                    items.append({"type": "input_image", "image_url": _data_url(b)})
+                    has_image = True
+                    self.report.convert("image")
+                else:
+                    self.report.drop("content:other")
+            value: Any = items if has_image else "\n".join(i["text"] for i in items)
+        else:
+            value = out if isinstance(out, str) else ("" if out is None else jsonl.dumps(out).decode("utf-8", "surrogatepass"))
+        self._write_output(call_id, value, t)
+
+    def _write_output(self, call_id: str, value: Any, t: int | None, at: int | None = None) -> None:
+        kind = "custom_tool_call_output" if self.calls.get(call_id) == "custom_tool_call" else "function_call_output"
+        line = {"timestamp": _iso(t if t is not None else self.req.now_ms), "type": "response_item",
+                "payload": {"type": kind, "call_id": call_id, "output": value}}
+        if at is None:
+            self.lines.append(line)
+        else:
+            self.lines.insert(at, line)
+        self.answered.add(call_id)
+
+    def _synthesize_dangling(self) -> None:
+        # Right after each unanswered call, latest first so earlier positions stay valid.
+        dangling = sorted((pos, cid) for cid, pos in self.call_pos.items() if cid not in self.answered)
+        for pos, cid in reversed(dangling):
+            line = self.lines[pos]
+            ts = line.get("timestamp") if isinstance(line, dict) else None
+            self._write_output(cid, DANGLING_OUTPUT, parse_time(ts), at=pos + 1)
+            self.report.convert("tool_result:synthesized")
+
+
+def _args_string(inp: Any) -> str:
+    """Function-call arguments: always a string holding a JSON object."""
+    if isinstance(inp, str):
+        try:
+            if isinstance(json.loads(inp), dict):
+                return inp
+        except (ValueError, RecursionError):
+            pass
+        return jsonl.dumps({"input": inp}).decode("utf-8", "surrogatepass")
+    if inp is None:
+        return "{}"
+    value = inp if isinstance(inp, dict) else {"input": inp}
+    return jsonl.dumps(value).decode("utf-8", "surrogatepass")
+
+
+def _data_url(blk: Mapping[str, Any]) -> str | None:
+    if _is_str(blk.get("data")):
+        return f"data:{blk.get('media_type') or 'image/png'};base64,{blk['data']}"
+    url = blk.get("url")
+    return url if _is_str(url) else None
