@@ -630,23 +630,25 @@ def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", default="HEAD", metavar="[REV]")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="How many of the biggest turns to list.")
+@click.option("--exact", is_flag=True, help="Count tokens exactly with OpenAI's o200k tokenizer (needs opalgit[tokens]).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
-def stats(c: Ctx, rev: str, top: int, as_json: bool) -> None:
+def stats(c: Ctx, rev: str, top: int, exact: bool, as_json: bool) -> None:
     """Turns, tool calls and estimated tokens of a state, per kind and per tool, and the biggest turns.
 
-    Token counts are estimates (about four characters per token; see docs/concepts.md).
+    Token counts are estimates (about four characters per token; see docs/concepts.md),
+    or exact o200k counts with --exact.
 
     \b
     Examples:
       opal stats
       opal stats try-sqlite --top 5
-      opal stats --json
+      opal stats --exact --json
     """
     from . import compare
 
     repo = c.repo()
-    st = compare.stats(repo, rev, top)
+    st = compare.stats(repo, rev, top, exact=exact)
     if as_json:
         c.json(st.to_json())
         return
@@ -1042,3 +1044,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+from . import cli_sync  # noqa: E402,F401

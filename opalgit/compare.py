@@ -327,7 +327,29 @@ class Stats:
         }
 
 
-def stats(repo: Repository, rev: str = "HEAD", top: int = 10) -> Stats:
+def turn_text(normal) -> str:
+    """The model-visible text of a normalized turn, for exact token counting."""
+    parts = []
+    for b in normal.blocks:
+        t = b.get("type")
+        if t in ("text", "reasoning"):
+            parts.append(b.get("text") or "")
+        elif t == "tool_call":
+            inp = b.get("input")
+            parts.append(str(b.get("name") or "") + (inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False)))
+        elif t == "tool_result":
+            out = b.get("output")
+            parts.append(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def stats(repo: Repository, rev: str = "HEAD", top: int = 10, *, exact: bool = False) -> Stats:
+    """Where a state's tokens go. ``exact`` counts with o200k (needs ``bpe-openai``)."""
+    from .tokens import exact_counter
+
+    counter = exact_counter() if exact else None
+    if exact and counter is None:
+        raise UsageError("exact counts need the bpe-openai package", hint="pip install 'opalgit[tokens]'")
     target = resolve(repo, rev)
     st = load_state(repo, target.oid)
     by_kind: dict[str, dict] = {}
@@ -342,7 +364,7 @@ def stats(repo: Repository, rev: str = "HEAD", top: int = 10) -> Stats:
         if not si.item.is_turn:
             continue
         number += 1
-        t = estimate(int(s.get("chars", 0)))
+        t = counter(turn_text(normal_of(repo, si.item))) if counter else estimate(int(s.get("chars", 0)))
         tokens += t
         key = f"{s.get('role')}/{s.get('kind')}"
         k = by_kind.setdefault(key, {"turns": 0, "tokens": 0})

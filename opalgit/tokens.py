@@ -23,3 +23,21 @@ def human(n: int) -> str:
     if n < 1_000_000:
         return f"{n / 1000:.1f}k"
     return f"{n / 1_000_000:.1f}M"
+
+
+def exact_counter(encoding: str = "o200k_base"):
+    """A function counting tokens exactly with an OpenAI encoding, or None.
+
+    Uses the optional ``bpe-openai`` package (``pip install opalgit[tokens]``), which
+    ships its vocabularies and needs no network.
+    """
+    try:
+        import bpe_openai  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    enc = bpe_openai.get_encoding(encoding)
+
+    def count(text: str) -> int:
+        return len(enc.encode(text))
+
+    return count
