@@ -438,11 +438,9 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         assert state is not None
         new_items = list(_items(result.records))
         if not new_items:
-            if result.end == prev_src.size if prev_src else False:
-                raise NothingToDoError(
-                    f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}",
-                )
-        root = sequence.append(store, state.root, new_items) if new_items else state.root
+            # Nothing but (perhaps) a line the agent is still writing.
+            raise NothingToDoError(f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}")
+        root = sequence.append(store, state.root, new_items)
         new_turns, new_chars = _count(new_items)
         items_total = state.header.items + len(new_items)
         turns_total = state.header.turns + new_turns

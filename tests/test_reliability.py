@@ -56,7 +56,9 @@ def test_kill_minus_9_at_random_moments_never_breaks_the_repository(project, hom
         cursor = min(len(data), cursor + grow_by)
         command = rng.choice([["commit"], ["commit"], ["commit"], ["rewind", "1"], ["undo"]])
         proc = spawn(command, project, env)
-        time.sleep(rng.uniform(0.0, 0.35))
+        # Half the kills land during start-up and reading, half while objects and
+        # refs are being written.
+        time.sleep(rng.uniform(0.0, 0.3) if rng.random() < 0.5 else rng.uniform(0.3, 1.2))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
@@ -74,7 +76,7 @@ def test_kill_minus_9_at_random_moments_never_breaks_the_repository(project, hom
             # A rewound branch refuses to re-record the live session; undo it.
             spawn(["undo"], project, env).communicate(timeout=60)
     assert kills >= rounds // 5, "the test should actually have killed processes"
-    print(f"kill test: {rounds} rounds, {kills} processes killed mid-run, 0 invalid repositories")
+    print(f"kill test: {rounds} rounds, {kills} killed mid-run, {len(committed)} commits survived, 0 invalid repositories")
 
 
 def test_two_writers_at_once_lose_nothing(project, home):
