@@ -1,0 +1,468 @@
+"""Commands for hooks and remotes: ``opal hooks``, ``opal at``, ``opal push/fetch/pull``,
+``opal clone-state``, ``opal config``, and the internal ``opal hook NAME`` that the hook
+shims run.
+
+Importing this module attaches the commands to :data:`opalgit.cli.cli`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from . import hooks, links, porcelain, remote, render
+from .cli import CONTEXT, Ctx, cli, pass_ctx
+from .errors import NothingToDoError, OpalError, UsageError
+from .repo import Repository
+from .tokens import estimate, human
+
+# ------------------------------------------------------------------------------ hooks
+
+
+@cli.group("hooks", context_settings=CONTEXT)
+def hooks_group() -> None:
+    """Git hooks that record the agent's state with every code commit.
+
+    Once installed, every 'git commit' also records the agent sessions of the worktree
+    (as 'opal commit' would) and links the code commit to that state; 'opal at REV'
+    shows it later. Hooks that were already there keep running first. See
+    docs/hooks.md.
+    """
+
+
+@hooks_group.command("install", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def hooks_install(c: Ctx, as_json: bool) -> None:
+    """Install the post-commit, post-rewrite and pre-push hooks into this repository.
+
+    They go where git looks for hooks (core.hooksPath if set, else .git/hooks, shared
+    by linked worktrees). A hook already there is never overwritten: it is kept as
+    NAME.opal-chained and runs first, with the same arguments and input, and its
+    exit status is kept. The hooks run this same opal (this Python interpreter),
+    falling back to 'opal' on PATH. Sets opal up first if needed.
+
+    \b
+    Examples:
+      opal hooks install
+      git commit -m "parser"      # now also records the agent state
+      opal at HEAD                # the state recorded with it
+    """
+    repo, created = hooks.ensure_repo(c.cwd)
+    changes = hooks.install(repo, os.environ, sys.executable)
+    if as_json:
+        c.json({"initialized": created, "hooks": [h.to_json() for h in changes]})
+        return
+    if created:
+        c.out(f"Initialized opal in {repo.workdir}")
+    folder = os.path.dirname(changes[0].path)
+    c.out(f"Hooks in {folder}:")
+    for h in changes:
+        c.out(f"  {h.name:13} {h.action}{': ' + h.detail if h.detail else ''}")
+    if repo.workdir and (folder + os.sep).startswith(repo.workdir.rstrip(os.sep) + os.sep) and not folder.startswith(repo.common_dir):
+        c.note(f"{folder} is inside your working tree (core.hooksPath): git status shows the shims")
+    c.out("From now on 'git commit' records the agent state too; 'opal hooks uninstall' undoes this.")
+
+
+@hooks_group.command("uninstall", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def hooks_uninstall(c: Ctx, as_json: bool) -> None:
+    """Remove opal's hooks and put back exactly the hooks that were there before.
+
+    The states and links already recorded stay.
+
+    \b
+    Examples:
+      opal hooks uninstall
+    """
+    repo = c.repo()
+    changes = hooks.uninstall(repo, os.environ)
+    if as_json:
+        c.json([h.to_json() for h in changes])
+        return
+    for h in changes:
+        c.out(f"  {h.name:13} {h.action}{': ' + h.detail if h.detail else ''}")
+
+
+@hooks_group.command("status", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+def hooks_status(c: Ctx, as_json: bool) -> None:
+    """Show whether opal's hooks are in place, and what they chain to.
+
+    States: installed; outdated (opal's, but written by another opal installation:
+    'opal hooks install' refreshes it); missing; foreign (another hook, not chained).
+
+    \b
+    Examples:
+      opal hooks status
+      opal hooks status --json
+    """
+    repo = c.repo()
+    sts = hooks.status(repo, os.environ, sys.executable)
+    with_code = hooks._truthy(repo.config_get("push.withCode"))
+    if as_json:
+        c.json({"hooks": [s.to_json() for s in sts], "push_with_code": with_code})
+        return
+    c.out(f"Hooks folder: {os.path.dirname(sts[0].path)}")
+    for s in sts:
+        extra = f" (runs {os.path.basename(s.chained)} first)" if s.chained and s.state != "missing" else ""
+        c.out(f"  {s.name:13} {s.state}{extra}")
+    c.out(f"push.withCode: {'on: git push also pushes the current state branch' if with_code else 'off'}")
+    if any(s.state != "installed" for s in sts):
+        c.note("run 'opal hooks install' to install or refresh them")
+
+
+# ------------------------------------------------------------------------------ internal: opal hook NAME
+
+
+@cli.group("hook", hidden=True, context_settings=CONTEXT)
+def hook_group() -> None:
+    """Internal: what the git hook shims run. Never fails the git command."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _run_hook(c: Ctx, name: str, fn) -> None:
+    try:
+        repo = Repository.discover(c.cwd)
+        res = fn(repo)
+        if res.message:
+            click.echo(_one_line(res.message), err=True)
+    except NothingToDoError:
+        pass
+    except OpalError as exc:
+        hint = f"; {exc.hint}" if exc.hint else ""
+        click.echo(_one_line(f"opal: {name} hook skipped: {exc.message}{hint} (git is not affected)"), err=True)
+    except Exception as exc:  # any bug: still one line, and the git command goes on
+        click.echo(_one_line(f"opal: {name} hook failed: {type(exc).__name__}: {exc} (git is not affected)"), err=True)
+
+
+def _stdin_lines() -> list[str]:
+    try:
+        return click.get_text_stream("stdin").read().splitlines()
+    except (OSError, ValueError):
+        return []
+
+
+@hook_group.command("post-commit", context_settings=CONTEXT)
+@pass_ctx
+def hook_post_commit(c: Ctx) -> None:
+    """Internal: record this worktree's agent state and link it to the new code commit.
+
+    \b
+    Examples:
+      opal hook post-commit       # run by .git/hooks/post-commit
+    """
+    _run_hook(c, "post-commit", lambda repo: hooks.post_commit(repo, os.environ))
+
+
+@hook_group.command("post-rewrite", context_settings=CONTEXT)
+@click.argument("kind", required=False, default="rebase")
+@pass_ctx
+def hook_post_rewrite(c: Ctx, kind: str) -> None:
+    """Internal: move links to the commits that 'git commit --amend' or 'git rebase' rewrote.
+
+    Reads "OLD NEW" lines on standard input.
+
+    \b
+    Examples:
+      opal hook post-rewrite rebase < rewritten-list
+    """
+    lines = _stdin_lines()
+    _run_hook(c, "post-rewrite", lambda repo: hooks.post_rewrite(repo, kind, lines))
+
+
+@hook_group.command("pre-push", context_settings=CONTEXT)
+@click.argument("remote_name", required=False, default="")
+@click.argument("url", required=False, default="")
+@pass_ctx
+def hook_pre_push(c: Ctx, remote_name: str, url: str) -> None:
+    """Internal: with push.withCode, push the current state branch along with the code.
+
+    \b
+    Examples:
+      opal hook pre-push origin git@example.com:team/app.git < ref-lines
+    """
+    lines = _stdin_lines()
+    _run_hook(c, "pre-push", lambda repo: hooks.pre_push(repo, os.environ, remote_name, url, lines))
+
+
+# ------------------------------------------------------------------------------ at
+
+
+@cli.command("at", context_settings=CONTEXT)
+@click.argument("rev", default="HEAD", metavar="[REV]")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+def at(c: Ctx, rev: str, as_json: bool) -> None:
+    """Show the agent state recorded with code commit REV (a git revision).
+
+    REV is a revision of your code (HEAD~4, a tag, a commit id). If that commit has
+    no state linked to it, the state of its nearest linked ancestor is shown, and
+    said so. States fetched from teammates count too.
+
+    \b
+    Examples:
+      opal at                     # the state of the current code commit
+      opal at HEAD~4
+      opal at v1.2 --json
+      opal export $(opal at v1.2 --json | jq -r .state) --to codex
+    """
+    repo = c.repo()
+    found = links.link_at(repo, rev)
+    info = porcelain.commit_info(repo, found.state, porcelain.branch_labels(repo))
+    if as_json:
+        c.json({**found.to_json(), "commit": info.to_json()})
+        return
+    asked = found.asked
+    lines = [f"Code commit {c.style(asked.short, fg='yellow')}  {asked.subject}"]
+    if found.distance:
+        back = f"{found.distance} commit{'s' if found.distance != 1 else ''} back"
+        lines.append(f"  has no state of its own; showing the one linked to its ancestor {found.code.short} ({back}): {found.code.subject}")
+    labels = f" ({', '.join(info.branches)})" if info.branches else ""
+    lines.append(f"State       {c.style(render.short(found.state, 7), fg='yellow')}{labels}  {info.message.splitlines()[0] if info.message else ''}")
+    h = info.header
+    who = f"by {info.author}, {render.when(info.time, info.offset)}"
+    if h.session:
+        lines.append(f"            {h.session.agent} session {h.session.id}, {h.turns} turns, ~{human(estimate(h.chars))} tokens")
+    lines.append(f"            {who}" + (f"; fetched from {found.remote}" if found.remote else ""))
+    c.out(lines)
+    c.note(f"continue from it with 'opal export {render.short(found.state, 10)} --to AGENT'")
+
+
+# ------------------------------------------------------------------------------ push / fetch / pull
+
+
+@cli.command("push", context_settings=CONTEXT)
+@click.argument("remote_name", required=False, metavar="[REMOTE]")
+@click.argument("branch", required=False, metavar="[BRANCH]")
+@click.option("-f", "--force", is_flag=True, help="Overwrite the remote branch if it still holds what you last fetched.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, as_json: bool) -> None:
+    """Push a state branch (default: the current one) and its code links to a remote.
+
+    REMOTE defaults to the upstream remote of your current git branch, else origin.
+    It runs your own git, so your ssh keys and credential helpers work as for code.
+    BRANCH may be LOCAL:NAME to push under another name; with 'opal config
+    push.namespace NAME' your branches go to NAME/BRANCH on remotes. A remote branch
+    that someone else moved on is never overwritten: the push fails and says why
+    (then 'opal pull'). --force overwrites it, only if it still holds what your last
+    fetch saw. The operation log stays local.
+
+    \b
+    Examples:
+      opal push
+      opal push origin try-sqlite
+      opal push origin main:alice/main
+      opal push --force           # after 'opal fetch', overwrite theirs
+    """
+    repo = c.repo()
+    res = remote.push(repo, os.environ, remote_name, branch, force=force)
+    if as_json:
+        c.json(res.to_json())
+        return
+    links_s = f", {res.links} code link{'s' if res.links != 1 else ''}" if res.links else ""
+    if res.status == "up-to-date" and not res.links:
+        c.out(f"Everything up to date ({res.branch} = {res.remote}/{res.remote_branch} {render.short(res.oid, 7)})")
+        return
+    c.out(f"Pushed {res.branch} to {res.remote}/{res.remote_branch} ({res.status}{links_s}): {render.short(res.oid, 7)}")
+
+
+@cli.command("fetch", context_settings=CONTEXT)
+@click.argument("remote_name", required=False, metavar="[REMOTE]")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def fetch(c: Ctx, remote_name: str | None, as_json: bool) -> None:
+    """Fetch the state branches and code links of a remote (default: origin).
+
+    They become remote-tracking branches, REMOTE/BRANCH, usable as revisions
+    ('opal log origin/main', 'opal export origin/main --to codex'); your own branches
+    are not changed. 'opal at' finds teammates' states through the fetched links.
+
+    \b
+    Examples:
+      opal fetch
+      opal fetch upstream
+      opal log origin/try-sqlite
+    """
+    repo = c.repo()
+    res = remote.fetch(repo, os.environ, remote_name)
+    if as_json:
+        c.json(res.to_json())
+        return
+    _print_fetch(c, res)
+
+
+def _print_fetch(c: Ctx, res: remote.FetchResult) -> None:
+    if not res.changed:
+        c.out(f"{res.remote}: up to date")
+        return
+    c.out(f"From {res.remote}:")
+    for b, (old, new) in res.branches.items():
+        if old is None and new is not None:
+            c.out(f"  * [new branch]      {b} -> {res.remote}/{b}")
+        elif new is None:
+            c.out(f"  - [deleted]         {res.remote}/{b}")
+        else:
+            assert old is not None
+            c.out(f"    {render.short(old, 7)}..{render.short(new, 7)}  {b} -> {res.remote}/{b}")
+    if res.links:
+        c.out(f"  {res.links} code link{'s' if res.links != 1 else ''} new or changed ('opal at REV' uses them)")
+
+
+@cli.command("pull", context_settings=CONTEXT)
+@click.argument("remote_name", required=False, metavar="[REMOTE]")
+@click.argument("branch", required=False, metavar="[BRANCH]")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def pull(c: Ctx, remote_name: str | None, branch: str | None, as_json: bool) -> None:
+    """Fetch, then fast-forward the current branch to REMOTE/BRANCH.
+
+    BRANCH is the name on the remote (default: the current branch's). If both sides
+    have new commits, nothing is changed and opal says to merge them. 'opal undo'
+    undoes a pull.
+
+    \b
+    Examples:
+      opal pull
+      opal pull origin alice/main
+      opal undo                   # back to where the branch was
+    """
+    repo = c.repo()
+    res = remote.pull(repo, os.environ, remote_name, branch)
+    if as_json:
+        c.json(res.to_json())
+        return
+    if res.fetch.changed:
+        _print_fetch(c, res.fetch)
+    if res.status == "up-to-date":
+        c.out(f"Already up to date ({res.branch} = {res.remote_branch})")
+    elif res.status == "ahead":
+        c.out(f"{res.branch} is ahead of {res.remote_branch}; nothing to pull ('opal push' sends your commits)")
+    elif res.status == "created":
+        c.out(f"Branch {res.branch} starts at {res.remote_branch} ({render.short(res.new, 7)})")
+    else:
+        assert res.old is not None
+        c.out(f"Fast-forward {res.branch} {render.short(res.old, 7)}..{render.short(res.new, 7)} from {res.remote_branch}")
+
+
+@cli.command("clone-state", context_settings=CONTEXT)
+@click.argument("url")
+@click.option("--name", help="Name of the remote (default: the git remote with that URL, else origin).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
+    """Get the agent state kept at URL into this checkout (after 'git clone').
+
+    Sets opal up if needed, fetches every state branch and code link, and starts the
+    current branch at the remote's branch of the same name if it has no commits yet.
+    If URL is not one of your git remotes it is recorded in opal's own config only
+    (remote.NAME.url), so your code remotes are untouched.
+
+    \b
+    Examples:
+      git clone git@example.com:team/app.git && cd app
+      opal clone-state git@example.com:team/app.git
+      opal at HEAD~3              # the teammate's state at that code commit
+    """
+    porcelain.init(c.cwd)
+    repo = c.repo()
+    res = remote.clone_state(repo, os.environ, url, name)
+    if as_json:
+        c.json(res.to_json())
+        return
+    if res.added:
+        c.out(f"Remote {res.remote} -> {url} (recorded in opal's config only)")
+    if res.fetch.changed:
+        _print_fetch(c, res.fetch)
+    if not res.branches:
+        c.out(f"{res.remote} holds no agent state yet")
+    if res.status == "created":
+        c.out(f"Branch {res.branch} starts at {res.remote}/{res.branch}")
+    if res.branches:
+        first = next(iter(res.branches))
+        c.note(f"see 'opal log {first}', 'opal at HEAD', or 'opal export {first} --to AGENT'")
+
+
+# ------------------------------------------------------------------------------ config
+
+#: Settings opal itself reads, and how their values are checked.
+KNOWN_KEYS = {
+    "push.withcode": ("bool", "git push also pushes the current state branch (through the pre-push hook)"),
+    "push.namespace": ("name", "prefix of your branch names on remotes: NAME/BRANCH ('user': from your git e-mail)"),
+}
+_BOOLS = {"true": "true", "yes": "true", "on": "true", "1": "true", "false": "false", "no": "false", "off": "false", "0": "false"}
+
+
+def _check_config(key: str, value: str) -> str:
+    parts = key.split(".")
+    if len(parts) < 2 or not all(parts) or not parts[0].replace("-", "").isalnum() or not parts[-1].replace("-", "").isalnum():
+        raise UsageError(f"{key!r} is not a config key", hint="keys are SECTION.NAME, e.g. push.withCode")
+    kind = KNOWN_KEYS.get(key.lower(), (None, None))[0]
+    if kind == "bool":
+        norm = _BOOLS.get(value.strip().lower())
+        if norm is None:
+            raise UsageError(f"{key} takes true or false, not {value!r}")
+        return norm
+    if kind == "name" and value not in ("", "user"):
+        from .refs import check_branch_name
+
+        check_branch_name(value)
+    if key.lower().startswith("remote.") and key.lower().endswith(".url"):
+        remote._check_remote_name(key[len("remote.") : -len(".url")])
+    return value
+
+
+@cli.command("config", context_settings=CONTEXT)
+@click.argument("key", required=False)
+@click.argument("value", required=False)
+@click.option("--unset", is_flag=True, help="Remove KEY.")
+@click.option("-l", "--list", "list_", is_flag=True, help="List every setting.")
+@pass_ctx
+def config(c: Ctx, key: str | None, value: str | None, unset: bool, list_: bool) -> None:
+    """Get or set opal's settings for this repository (.git/opal/config).
+
+    \b
+    Settings:
+      push.withCode BOOL     plain 'git push' also pushes the current state branch
+      push.namespace NAME    push your branches as NAME/BRANCH ('user': your git e-mail's name)
+      remote.NAME.url URL    a remote for state only (see 'opal clone-state')
+
+    Getting (or unsetting) a key that is not set is an error (exit status 1).
+
+    \b
+    Examples:
+      opal config push.withCode true
+      opal config push.namespace alice
+      opal config push.withCode
+      opal config --list
+      opal config --unset push.namespace
+    """
+    repo = c.repo()
+    cfg = repo.config
+    if list_:
+        for entry in cfg:
+            c.out(f"{entry.name}={entry.value}")
+        return
+    if not key:
+        raise click.UsageError("give a KEY (or --list)")
+    if unset:
+        try:
+            del cfg[key]
+        except KeyError:
+            raise OpalError(f"{key} is not set", hint="see 'opal config --list'") from None
+        return
+    if value is None:
+        got = repo.config_get(key)
+        if got is None:
+            raise OpalError(f"{key} is not set", hint="see 'opal config --list'")
+        c.out(got)
+        return
+    cfg[key] = _check_config(key, value)
