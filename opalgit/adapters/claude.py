@@ -29,12 +29,22 @@ import os
 import re
 import stat
 from itertools import islice
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .. import jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
-from .base import Adapter, ReadResult, Record, SessionFile, View, iter_jsonl, record_turn
+from .base import (
+    Adapter,
+    ExportRequest,
+    ExportResult,
+    ReadResult,
+    Record,
+    SessionFile,
+    View,
+    iter_jsonl,
+    record_turn,
+)
 
 __all__ = [
     "ClaudeAdapter",
@@ -571,7 +581,8 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
         return p
 
     for u in main:
-        p = parent[u]
+        # Through new sidechain nodes too: the old node they hang from must be a known one.
+        p = root_of(u)
         if p is None:
             if old_leaf is not None:
                 return False, {}
@@ -814,3 +825,16 @@ class ClaudeAdapter(Adapter):
         if turn.blocks is not None:
             return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
         return Normal(role="meta", label="unresolved")
+
+    # -- writing ------------------------------------------------------------------
+    # The writer lives in claude_export (it imports this module, hence the late imports).
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        from .claude_export import export
+
+        return export(req)
+
+    def replace_tool_outputs(self, turn: Turn, replace: Callable[[str, str], str | None]) -> Turn | None:
+        from .claude_export import replace_tool_outputs
+
+        return replace_tool_outputs(turn, replace)
