@@ -80,18 +80,25 @@ def parse_call(agent: str, name: str, args: Any) -> Action | None:
                 return Action("patch", {"text": text})
         return None
     if agent == "gemini":
+        # Gemini CLI 0.61 names: dir_path, start_line/end_line, allow_multiple; older
+        # versions wrote directory, offset/limit, expected_replacements.
         if name == "run_shell_command" and "command" in a:
             out = {"command": str(a["command"])}
-            if a.get("directory"):
-                out["workdir"] = a["directory"]
+            if a.get("dir_path") or a.get("directory"):
+                out["workdir"] = a.get("dir_path") or a["directory"]
             return Action("shell", out)
         path = a.get("file_path", a.get("absolute_path", a.get("path")))
         if name == "read_file" and path:
-            return Action("read", {k: v for k, v in (("path", path), ("offset", a.get("offset")), ("limit", a.get("limit"))) if v is not None})
+            offset, limit = a.get("offset"), a.get("limit")
+            if isinstance(a.get("start_line"), int) or isinstance(a.get("end_line"), int):
+                offset = a.get("start_line") or 1
+                limit = a["end_line"] - offset + 1 if isinstance(a.get("end_line"), int) else None
+            return Action("read", {k: v for k, v in (("path", path), ("offset", offset), ("limit", limit)) if v is not None})
         if name == "write_file" and path:
             return Action("write", {"path": path, "content": a.get("content", "")})
         if name == "replace" and path:
-            return Action("edit", {"path": path, "old": a.get("old_string", ""), "new": a.get("new_string", ""), "all": (a.get("expected_replacements") or 1) > 1})
+            many = a.get("allow_multiple") is True or (a.get("expected_replacements") or 1) > 1
+            return Action("edit", {"path": path, "old": a.get("old_string", ""), "new": a.get("new_string", ""), "all": many})
         if name in ("search_file_content", "grep", "grep_search") and "pattern" in a:
             return Action("search", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path") or a.get("dir_path"))) if v is not None})
         if name == "glob" and "pattern" in a:
@@ -239,24 +246,30 @@ def render_call(target: str, action: Action, cwd: str | None) -> tuple[str, Any]
         if k == "list":
             return "Bash", {"command": "ls -la " + shlex.quote(_abs(a["path"], cwd))}
         return None
-    if target == "gemini":
+    if target == "gemini":  # the tool schemas of Gemini CLI 0.61
         if k == "shell":
-            return "run_shell_command", {"command": a["command"], **({"directory": a["workdir"]} if a.get("workdir") else {})}
+            return "run_shell_command", {"command": a["command"], **({"dir_path": a["workdir"]} if a.get("workdir") else {})}
         if k == "read":
             out = {"file_path": _abs(a["path"], cwd)}
-            out.update({x: a[x] for x in ("offset", "limit") if x in a})
+            if a.get("offset") or a.get("limit"):
+                first = int(a.get("offset") or 1)
+                out["start_line"] = first
+                if a.get("limit"):
+                    out["end_line"] = first + int(a["limit"]) - 1
             return "read_file", out
         if k == "write":
             return "write_file", {"file_path": _abs(a["path"], cwd), "content": a.get("content", "")}
         if k == "edit":
             out = {"file_path": _abs(a["path"], cwd), "old_string": a.get("old", ""), "new_string": a.get("new", "")}
+            if a.get("all"):
+                out["allow_multiple"] = True
             return "replace", out
         if k == "search":
-            return "search_file_content", {"pattern": a["pattern"], **({"path": a["path"]} if a.get("path") else {})}
+            return "grep_search", {"pattern": a["pattern"], **({"dir_path": a["path"]} if a.get("path") else {})}
         if k == "glob":
-            return "glob", {"pattern": a["pattern"], **({"path": a["path"]} if a.get("path") else {})}
+            return "glob", {"pattern": a["pattern"], **({"dir_path": a["path"]} if a.get("path") else {})}
         if k == "list":
-            return "list_directory", {"path": _abs(a["path"], cwd)}
+            return "list_directory", {"dir_path": _abs(a["path"], cwd)}
         return None
     if target == "codex":
         workdir = a.get("workdir") or cwd
