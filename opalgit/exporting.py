@@ -19,7 +19,7 @@ from . import adapters, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport
 from .budget import fit
 from .errors import ConflictError, UsageError
-from .porcelain import load_state, normal_of, resolve, turn_item_index, turn_of
+from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
 from .repo import Repository
 from .tokens import estimate
 
@@ -72,9 +72,8 @@ def gather(repo: Repository, rev: str) -> tuple[bytes, list[ExportTurn], object,
     end = st.header.items
     if target.turn is not None:
         end = turn_item_index(repo, st, target.turn) + 1
-    turns: list[ExportTurn] = []
-    for si in sequence.iter_items(repo.store, st.root, 0, end):
-        turns.append(ExportTurn(turn_of(repo, si.item), normal_of(repo, si.item)))
+    resolved = [turn_of(repo, si.item) for si in sequence.iter_items(repo.store, st.root, 0, end)]
+    turns = [ExportTurn(t, n) for t, n in zip(resolved, normals_of(resolved))]
     return target.oid, turns, st.header.session, target.branch
 
 

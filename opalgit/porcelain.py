@@ -97,6 +97,26 @@ def turn_of(repo: Repository, item: Item, *, resolve: bool = True) -> Turn:
     return turn.resolve(load_payload(repo, item)) if resolve else turn
 
 
+def normals_of(turns: list[Turn]) -> list[Normal]:
+    """Normalized views of a sequence of resolved turns, replayed per agent."""
+    out: list[Normal | None] = [None] * len(turns)
+    for t_i, t in enumerate(turns):
+        if t.agent == "opal":
+            out[t_i] = Normal(role=t.role or "meta", blocks=list(t.blocks or ()))
+    for agent in sorted({t.agent for t in turns if t.agent != "opal"}):
+        ad = adapters.get(agent)
+        idx = [i for i, t in enumerate(turns) if t.agent == agent]
+        for i, n in zip(idx, ad.normalize_many([turns[i] for i in idx])):
+            out[i] = n
+    return [n for n in out if n is not None]
+
+
+def _replays(agent: str) -> bool:
+    from .adapters.base import Adapter
+
+    return type(adapters.get(agent)).normalize_many is not Adapter.normalize_many
+
+
 def normal_of(repo: Repository, item: Item) -> Normal:
     turn = turn_of(repo, item)
     if turn.agent == "opal":
@@ -705,7 +725,14 @@ def show_turn(repo: Repository, oid: bytes, turn: int) -> ShownTurn:
     index = turn_item_index(repo, st, turn)
     si = next(sequence.iter_items(repo.store, st.root, index, index + 1))
     t = turn_of(repo, si.item)
-    normal = Normal(role=t.role or "meta", blocks=list(t.blocks or ())) if t.agent == "opal" else adapters.get(t.agent).normalize(t)
+    if t.agent != "opal" and _replays(t.agent):
+        # The record's meaning depends on the others (a mutation log): replay the state.
+        everything = [turn_of(repo, x.item) for x in sequence.iter_items(repo.store, st.root)]
+        normal = normals_of(everything)[index]
+    elif t.agent == "opal":
+        normal = Normal(role=t.role or "meta", blocks=list(t.blocks or ()))
+    else:
+        normal = adapters.get(t.agent).normalize(t)
     number = turn if turn > 0 else st.header.turns + turn + 1
     return ShownTurn(oid, number, index, si.item.id, si.item.summary, normal, t.agent, t.record if t.has_record else None)
 

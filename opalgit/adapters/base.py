@@ -105,6 +105,15 @@ class Adapter:
         """The normalized view of a stored (resolved) turn."""
         raise NotImplementedError
 
+    def normalize_many(self, turns: list[Turn]) -> list[Normal]:
+        """The views of a sequence of stored turns, in order.
+
+        Formats whose records change the meaning of other records (Gemini CLI's
+        mutation log: a later line replaces an earlier one) override this to replay
+        the sequence; turns of other agents in the list are normalized one by one.
+        """
+        return [self.normalize(t) for t in turns]
+
     # -- writing ------------------------------------------------------------------
 
     def export(self, req: "ExportRequest") -> "ExportResult":

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from . import harness
-from .harness import ANSWER1, ANSWER2, PROMPT1, PROMPT2
+from .harness import ANSWER1, ANSWER2, PROMPT2
 from .history import history_of
 
 pytestmark = pytest.mark.clients
