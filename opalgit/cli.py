@@ -854,6 +854,17 @@ def _print_export(c: Ctx, res, *, verb: str = "Exported") -> None:
         c.out("  " + c.style(f"cd {_shell_quote(res.cwd)} && {cmd}", bold=True))
 
 
+def _at(repo, rev: str, at: str | None) -> str:
+    """With --at CODE_REV, the state linked to that code commit (its id as a revision)."""
+    if at is None:
+        return rev
+    if rev != "HEAD":
+        raise click.UsageError("give either REV or --at CODE_REV, not both")
+    from . import links
+
+    return links.state_at(repo, at).hex()
+
+
 def _shell_quote(s: str) -> str:
     import shlex
 
@@ -863,13 +874,14 @@ def _shell_quote(s: str) -> str:
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", default="HEAD", metavar="[REV]")
 @click.option("--to", "to", required=True, help="The agent to export to (claude, codex, gemini).")
+@click.option("--at", "at", metavar="CODE_REV", help="Export the state recorded with this code commit (see 'opal at').")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder you will resume from (default: the session's own).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written, converted and dropped; write nothing.")
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens (largest tool outputs first, then the oldest turns).")
 @click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result and the whole loss report as JSON.")
 @pass_ctx
-def export(c: Ctx, rev: str, to: str, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, as_json: bool) -> None:
+def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, as_json: bool) -> None:
     """Write a commit (or a turn, REV:N) as a native session of an agent, ready to resume.
 
     The session gets a fresh id, so nothing of yours is overwritten, and is written
@@ -885,10 +897,12 @@ def export(c: Ctx, rev: str, to: str, cwd: str | None, dry_run: bool, budget: in
       opal export HEAD:40 --to claude        # up to turn 40
       opal export --to claude --dry-run
       opal export --to codex --budget 100000 --json
+      opal export --at v1.2 --to claude      # the context that produced a code commit
     """
     from . import exporting
 
     repo = c.repo()
+    rev = _at(repo, rev, at)
     res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget)
     if as_json:
         c.json(res.to_json())
@@ -899,17 +913,19 @@ def export(c: Ctx, rev: str, to: str, cwd: str | None, dry_run: bool, budget: in
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", default="HEAD", metavar="[REV]")
 @click.option("--agent", "to", required=True, help="The agent to continue in (claude, codex, gemini).")
+@click.option("--at", "at", metavar="CODE_REV", help="Resume the state recorded with this code commit (see 'opal at').")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder to resume in (default: the session's own).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens first.")
 @click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
 @pass_ctx
-def resume(c: Ctx, rev: str, to: str, cwd: str | None, budget: int | None, reasoning: str) -> None:
+def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str) -> None:
     """Export REV (default HEAD) to an agent and start that agent on it.
 
     \b
     Examples:
       opal resume --agent codex
       opal resume --agent claude try-sqlite
+      opal resume --at v1.2 --agent codex    # continue from the context of a code commit
     """
     import shutil
     import subprocess
@@ -917,6 +933,7 @@ def resume(c: Ctx, rev: str, to: str, cwd: str | None, budget: int | None, reaso
     from . import exporting
 
     repo = c.repo()
+    rev = _at(repo, rev, at)
     res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget)
     _print_export(c, res, verb="Exported")
     exe = shutil.which(res.resume[0])
@@ -994,8 +1011,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
     try:
-        cli.main(args=args, prog_name="opal", standalone_mode=False)
-        return 0
+        rv = cli.main(args=args, prog_name="opal", standalone_mode=False)
+        # click returns the code of an Exit raised inside a command instead of raising it.
+        return rv if isinstance(rv, int) else 0
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return 130

@@ -22,7 +22,7 @@ from .errors import (
     UsageError,
 )
 from .model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
-from .refs import branch_ref, check_branch_name
+from .refs import OPLOG_REF, REMOTE_PREFIX, branch_ref, check_branch_name
 from .repo import Repository
 from .revision import parse as parse_revision
 from .sequence import Item, Node
@@ -159,7 +159,11 @@ def resolve(repo: Repository, text: str) -> Resolved:
         if oid is not None:
             branch = rev.base
         else:
-            oid = _by_prefix(repo, rev.base)
+            # A remote-tracking state branch: origin/try-sqlite (or remotes/origin/...).
+            remote_name = rev.base[len("remotes/"):] if rev.base.startswith("remotes/") else rev.base
+            oid = repo.refs.get(REMOTE_PREFIX + remote_name) if "/" in remote_name else None
+            if oid is None:
+                oid = _by_prefix(repo, rev.base)
     for kind, n in rev.steps:
         branch = None
         commit = repo.store.read_commit(oid)
@@ -198,7 +202,7 @@ def _by_prefix(repo: Repository, prefix: str) -> bytes:
 
 def _all_state_commits(repo: Repository) -> Iterator[bytes]:
     seen: set[bytes] = set()
-    stack = list(repo.refs.branches().values())
+    stack = [oid for name, oid in repo.refs.all().items() if name != OPLOG_REF]
     # States that only the operation log still reaches (undone, rewound) count too.
     for op in oplog.log(repo):
         for old, new in op.changes.values():

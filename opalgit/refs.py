@@ -4,6 +4,8 @@ Layout::
 
     refs/opal/heads/<branch>    state branches (shared by every worktree of the repository)
     refs/opal/oplog             the operation log (see :mod:`oplog`)
+    refs/opal/remotes/<r>/<b>   remote-tracking state branches (see :mod:`remote`)
+    refs/opal/links/<sha>       the state recorded with a code commit (see :mod:`links`)
     <git-dir>/opal/HEAD         the current branch of this worktree (a file, not a ref)
 
 The user's ``refs/heads/*``, ``HEAD``, index and working tree are never touched.
@@ -25,6 +27,7 @@ from .errors import ConflictError, RevisionError, UsageError
 NAMESPACE = "refs/opal/"
 BRANCH_PREFIX = "refs/opal/heads/"
 OPLOG_REF = "refs/opal/oplog"
+REMOTE_PREFIX = "refs/opal/remotes/"
 
 # (old, new): old is what the caller read (None: must not exist), new None deletes.
 Change = tuple[bytes | None, bytes | None]

@@ -36,10 +36,10 @@ import pygit2
 from . import oplog
 from .errors import ConflictError, OpalError, RevisionError, UsageError
 from .links import LINK_PREFIX, REMOTE_LINK_PREFIX, link_ref, local_links, remote_link_ref
-from .refs import BRANCH_PREFIX, NAMESPACE, branch_ref, check_branch_name
+from .refs import BRANCH_PREFIX, NAMESPACE, branch_ref, check_branch_name, REMOTE_PREFIX
 from .repo import Repository
 
-TRACK_PREFIX = NAMESPACE + "remotes/"
+TRACK_PREFIX = REMOTE_PREFIX
 STAGING_PREFIX = NAMESPACE + "fetching/"
 #: Refspecs per ``git push`` run (keeps the command line far below the OS limit).
 PUSH_CHUNK = 500
