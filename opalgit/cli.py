@@ -1063,4 +1063,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
-from . import cli_sync  # noqa: E402,F401
+from . import cli_sync  # noqa: E402,F401  (attaches the hooks and remote commands)
+
+__all__ = ["cli", "main", "cli_sync"]

@@ -1,4 +1,4 @@
-"""The Gemini CLI adapter: finds, reads, normalizes and writes ``~/.gemini`` chat sessions.
+"""The Gemini CLI adapter: finds, reads and normalizes ``~/.gemini`` chat sessions.
 
 Where sessions live (formats.md §3.1, checked against the 0.61.0 bundle): the base is
 ``<home>/.gemini`` where *home* is ``$GEMINI_CLI_HOME`` when set, else ``$HOME`` (the CLI
@@ -7,28 +7,12 @@ swaps its home folder, not the ``.gemini`` folder). A project's folder is
 that were never registered, ``<base>/tmp/<sha256 of the project path>``. Chats are
 ``chats/session-<YYYY-MM-DDThh-mm>-<id[:8]>.jsonl`` (or a legacy single ``.json``).
 
-A JSON-lines session is a *mutation log* (formats.md §3.2): a header (``sessionId`` +
-``projectHash``), message records keyed by ``id`` (a later line with the same id
-replaces the earlier one, in place), ``{"$set": {...}}`` metadata updates
-(``$set.messages`` replaces the whole list: a checkpoint) and ``{"$rewindTo": id}``
-(drops that message and all after it; an unknown id drops everything). Every line
-is kept as one record, in file order, so writing the records back reproduces the
-file byte for byte; the log is replayed in :meth:`GeminiAdapter.read` so that each
-message is counted once:
-
-* a message line that a later line, a rewind or a checkpoint removed is ``meta``
-  with label ``gemini:superseded``;
-* a checkpoint that restates a message id keeps crediting that message's own line
-  (the CLI builds checkpoints from its in-memory history, which drops the
-  ``toolCalls``/``thoughts`` it had recorded); messages that only a checkpoint holds
-  are credited to the checkpoint record;
-* a ``user`` record made only of ``functionResponse`` parts whose calls were already
-  answered (the CLI records every result twice: in ``toolCalls[].result`` and as such
-  a record) is ``meta`` with label ``gemini:duplicate-result``.
-
-:meth:`GeminiAdapter.normalize` sees one stored turn without that context and treats
-every message as live; :meth:`GeminiAdapter.normalize_many` gives the replayed view
-of a whole list of turns.
+A JSON-lines session is a *mutation log* (formats.md §3.2): messages keyed by ``id``
+that later lines replace, ``$set`` updates and checkpoints, and ``$rewindTo`` lines.
+Every line is kept as one record, in file order, so writing the records back
+reproduces the file byte for byte; the log is replayed in :meth:`GeminiAdapter.read`
+so that each message is counted once. How lines are classified, normalized and
+replayed lives in :mod:`.gemini_log`, which also describes the normalized blocks.
 
 Legacy single-JSON sessions (``session-….json``, one document ``{..., "messages":
 [...]}``) are read as one header record (the document without ``messages``) plus
@@ -38,55 +22,47 @@ legacy file that way when it resumes it), so their round trip is semantic, not
 byte-exact. Documents of the older ``{"history": [Content, ...]}`` shape are read
 the same way, one record per ``{role, parts}`` entry.
 
-Normalized blocks (the shared vocabulary, see :mod:`opalgit.adapters.claude`):
-``text``; ``image`` (``media_type`` + base64 ``data``, or ``url``); ``reasoning`` (from
-``thoughts[]`` and ``thought`` parts; ``signed`` when a part has a
-``thoughtSignature``); ``tool_call`` ``{id, name, input}``; ``tool_result`` ``{call_id,
-name, output, is_error}``; ``other`` ``{kind}``. A ``gemini`` message is ``assistant``
-and carries its calls *and* their results (``toolCalls[].result``) in the same
-normal, results after the calls (so its summary kind is ``tool_call``).
-
-Export writes a fresh JSON-lines session with the *final* state only: one line per
-live message, no superseded lines, results only in ``toolCalls[].result``, every
-call paired. Loss-report kinds (shared names as in :mod:`.claude_export`):
-``record:superseded``, ``record:folded`` (header, ``$set`` and ``$rewindTo`` lines
-applied into the new file), ``record:unparseable``, ``record:meta:<agent>``,
-``record:system``, ``system:as_user``, ``message:retyped``, ``tool_result:duplicate``,
-``tool_result:synthesized``, ``tool_result:orphan``, ``tool_call:mapped``,
-``tool_call:kept``, ``reasoning:as_text``, ``reasoning:foreign``, ``reasoning:signed``,
-``user_text:prefixed``, ``image:unreadable``, ``content:other``.
+Writing sessions (export) lives in :mod:`.gemini_export`; :class:`GeminiAdapter`
+delegates to it.
 
 Pure: no store, no environment reads (the mapping is passed in), no printing.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
-import math
 import os
 import re
-import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .. import jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
-from . import tools
 from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
-    LossReport,
     ReadResult,
     Record,
     SessionFile,
     View,
     iter_jsonl,
     record_turn,
+)
+from .gemini_log import (
+    _SKIP,
+    _content_string,
+    _entries,
+    _is_id,
+    _kind,
+    _normal_of_line,
+    _normals,
+    _replay,
+    _value_of,
+    normalize_record,
+    parse_time,
 )
 
 __all__ = ["GeminiAdapter", "gemini_dir", "parse_time", "project_hash", "slugify"]
@@ -97,19 +73,15 @@ STATE_VERSION = 1
 RESUMABLE_CHECK_LIMIT = 256 * 1024
 #: Documents (legacy ``.json``) larger than this are refused rather than loaded whole.
 DOCUMENT_LIMIT = 64 * 1024 * 1024
-#: Call ids answered near the end of the conversation, kept for incremental reads.
-ANSWERED_TAIL = 64
 #: Bloom filter over every message id seen (bits, hashes): a false hit only costs a re-read.
 BLOOM_BITS, BLOOM_HASHES = 8192, 4
 _SHAPE_LINES = 64
 #: The CLI drops user text starting with these on resume (isIgnoredUserContent).
 IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")
-_CONTEXT_PREFIXES = ("<session_context>", "<hook_context>")
 NO_RESULT = "[opal: this tool call has no recorded result]"
 #: Prefix that keeps an exported user text from being dropped: JavaScript's trim()
 #: keeps U+200B, so the text no longer starts with "/" or "?".
 KEEP_PREFIX = "\u200b"
-_ID_NAMESPACE = uuid.UUID("6f70616c-6765-4d69-8e69-6578706f7274")
 _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning", "model"})
 
@@ -134,366 +106,10 @@ def slugify(name: str) -> str:
     return slug or "project"
 
 
-def parse_time(value: Any) -> int | None:
-    """An ISO-8601 timestamp (or epoch seconds / milliseconds) as integer ms, or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            return None
-        return int(value * 1000) if abs(value) < 10**11 else int(value)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    try:
-        dt = datetime.fromisoformat(value.strip().replace("z", "Z"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    try:
-        return int(dt.timestamp() * 1000)
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
 def iso(ms: int) -> str:
     """Milliseconds as JavaScript's ``toISOString()`` writes them."""
     dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def _is_id(v: Any) -> bool:
-    return isinstance(v, str) and v != ""
-
-
-def _kind(rec: Any) -> str:
-    """How the CLI's loader treats a parsed line (same order of tests as the CLI)."""
-    if not isinstance(rec, dict):
-        return "other"
-    if isinstance(rec.get("$rewindTo"), str):
-        return "rewind"
-    if isinstance(rec.get("id"), str):
-        return "message"
-    if isinstance(rec.get("$set"), (dict, list)):
-        return "set"
-    if isinstance(rec.get("sessionId"), str) and isinstance(rec.get("projectHash"), str):
-        return "header"
-    if isinstance(rec.get("role"), str) and isinstance(rec.get("parts"), list):
-        return "content"  # an entry of a legacy {"history": [...]} document
-    return "other"
-
-
-def _entries(rec: Mapping[str, Any], kind: str) -> list | None:
-    """The message list a checkpoint (``$set.messages``) or a legacy header line carries."""
-    src = rec.get("$set") if kind == "set" else rec
-    msgs = src.get("messages") if isinstance(src, dict) else None
-    return msgs if isinstance(msgs, list) else None
-
-
-# -------------------------------------------------------------------------- normalizing
-
-
-def _response_text(resp: Any) -> tuple[str, bool]:
-    if isinstance(resp, dict):
-        if isinstance(resp.get("output"), str):
-            return resp["output"], False
-        if "error" in resp:
-            err = resp["error"]
-            return (err if isinstance(err, str) else jsonl.dumps(err).decode("utf-8", "surrogatepass")), True
-    if isinstance(resp, str):
-        return resp, False
-    return ("" if resp is None else jsonl.dumps(resp).decode("utf-8", "surrogatepass")), False
-
-
-def _part_block(part: Any) -> dict:
-    if isinstance(part, str):
-        return {"type": "text", "text": part}
-    if not isinstance(part, dict):
-        return {"type": "other", "kind": type(part).__name__}
-    if isinstance(part.get("text"), str):
-        if part.get("thought") is True:
-            out: dict[str, Any] = {"type": "reasoning", "text": part["text"]}
-            if _is_id(part.get("thoughtSignature")):
-                out["signed"] = True
-            return out
-        return {"type": "text", "text": part["text"]}
-    if isinstance(part.get("inlineData"), dict):
-        d = part["inlineData"]
-        return {"type": "image", "media_type": d.get("mimeType"), "data": d.get("data")}
-    if isinstance(part.get("fileData"), dict) and str(part["fileData"].get("mimeType", "")).startswith("image/"):
-        return {"type": "image", "url": part["fileData"].get("fileUri")}
-    if isinstance(part.get("functionCall"), dict):
-        fc = part["functionCall"]
-        return {"type": "tool_call", "id": fc.get("id"), "name": fc.get("name"), "input": fc.get("args")}
-    if isinstance(part.get("functionResponse"), dict):
-        fr = part["functionResponse"]
-        text, err = _response_text(fr.get("response"))
-        return {"type": "tool_result", "call_id": fr.get("id"), "name": fr.get("name"), "output": text, "is_error": err}
-    kind = next((k for k in part if k not in ("thoughtSignature", "thought")), "unknown")
-    return {"type": "other", "kind": kind}
-
-
-def _content_blocks(content: Any) -> list[dict]:
-    if content is None:
-        return []
-    if isinstance(content, list):
-        return [_part_block(p) for p in content]
-    return [_part_block(content)]
-
-
-def _content_string(content: Any) -> str:
-    """Roughly the CLI's partListUnionToString: text as is, other parts as a bracket."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(_content_string(p) for p in content)
-    if isinstance(content, dict):
-        return content["text"] if isinstance(content.get("text"), str) and content.get("thought") is not True else "[part]"
-    return ""
-
-
-def _result_output(result: Any) -> tuple[str | list, bool]:
-    """A ``toolCalls[].result`` (PartListUnion) as a normalized output and an error flag."""
-    if isinstance(result, str):
-        return result, False
-    parts = result if isinstance(result, list) else [result]
-    blocks = [_part_block(p) for p in parts]
-    err = any(b["type"] == "tool_result" and b["is_error"] for b in blocks)
-    flat = [{"type": "text", "text": b["output"]} if b["type"] == "tool_result" else b for b in blocks]
-    if len(flat) == 1 and flat[0]["type"] == "text":
-        return flat[0]["text"], err
-    return flat, err
-
-
-def _tool_blocks(calls: Any, seen: set) -> tuple[list[dict], list[dict]]:
-    if not isinstance(calls, list):
-        return [], []
-    out_calls, out_results = [], []
-    for tc in calls:
-        if not isinstance(tc, dict):
-            continue
-        cid, name = tc.get("id"), tc.get("name")
-        if not (_is_id(cid) and cid in seen):
-            out_calls.append({"type": "tool_call", "id": cid, "name": name, "input": tc.get("args")})
-        if tc.get("result") is not None:
-            output, err = _result_output(tc["result"])
-            status = tc.get("status")
-            out_results.append({"type": "tool_result", "call_id": cid, "name": name, "output": output,
-                                "is_error": err or (isinstance(status, str) and status not in ("success", "Success"))})
-    return out_calls, out_results
-
-
-def _fr_ids(msg: Mapping[str, Any]) -> list | None:
-    """Call ids of a user message made only of functionResponse parts, else None."""
-    content = msg.get("content")
-    parts = content if isinstance(content, list) else [content]
-    ids = []
-    for p in parts:
-        if not (isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)):
-            return None
-        ids.append(p["functionResponse"].get("id"))
-    return ids or None
-
-
-def message_normal(msg: Any) -> Normal:
-    """The normalized view of one message (a line, a checkpoint entry or a Content)."""
-    if not isinstance(msg, dict):
-        return Normal(role="meta", label="gemini:record")
-    kind = msg.get("type")
-    if kind is None:
-        kind = {"user": "user", "model": "gemini"}.get(msg.get("role"), msg.get("role"))
-    when = parse_time(msg.get("timestamp", msg.get("ts")))
-    content = msg["content"] if "content" in msg else msg.get("parts")
-    if kind == "user":
-        blocks = _content_blocks(content)
-        if blocks and all(b["type"] == "tool_result" for b in blocks):
-            return Normal(role="tool", blocks=blocks, time=when)
-        text = _content_string(content).strip()
-        if text.startswith(_CONTEXT_PREFIXES):
-            return Normal(role="meta", blocks=blocks, time=when, label="gemini:context")
-        if text.startswith(("/", "?")):
-            return Normal(role="meta", blocks=blocks, time=when, label="gemini:command")
-        if not blocks:
-            return Normal(role="meta", time=when, label="gemini:empty")
-        return Normal(role="user", blocks=blocks, time=when)
-    if kind in ("gemini", "model"):
-        blocks = []
-        for th in msg.get("thoughts") or []:
-            if isinstance(th, dict):
-                subj, desc = th.get("subject"), th.get("description")
-                desc = desc if isinstance(desc, str) else ""
-                blocks.append({"type": "reasoning", "text": f"**{subj}** {desc}" if _is_id(subj) else desc})
-        content_blocks = _content_blocks(content)
-        if content_blocks == [{"type": "text", "text": ""}]:
-            content_blocks = []  # the CLI writes content "" for a turn that only calls tools
-        blocks.extend(content_blocks)
-        seen = {b.get("id") for b in content_blocks if b["type"] == "tool_call"}
-        calls, results = _tool_blocks(msg.get("toolCalls"), seen)
-        return Normal(role="assistant", blocks=blocks + calls + results, time=when)
-    label = f"gemini:{kind}" if isinstance(kind, str) and kind else "gemini:unknown"
-    return Normal(role="meta", time=when, label=label)
-
-
-def _combined(entries: list[Normal], label: str, when: int | None) -> Normal:
-    live = [n for n in entries if n.role != "meta"]
-    if not live:
-        return Normal(role="meta", time=when, label=label)
-    if len(live) == 1:
-        return Normal(role=live[0].role, blocks=live[0].blocks, time=live[0].time, label=label)
-    blocks = [b for n in live for b in n.blocks]
-    return Normal(role="system", blocks=blocks, time=live[0].time, label=label)
-
-
-def _bookkeeping_normal(rec: Any, kind: str) -> Normal:
-    when = None
-    if isinstance(rec, dict):
-        when = parse_time(rec.get("lastUpdated") or rec.get("startTime"))
-        if kind == "set" and isinstance(rec["$set"], dict):
-            when = parse_time(rec["$set"].get("lastUpdated"))
-    label = {"set": "gemini:set", "rewind": "gemini:rewind", "header": "gemini:header"}.get(kind, "gemini:record")
-    if kind == "set" and _entries(rec, kind) is not None:
-        label = "gemini:checkpoint"
-    return Normal(role="meta", time=when, label=label)
-
-
-def normalize_record(rec: Any) -> Normal:
-    """The standalone view of one parsed line: every message it holds counts as live."""
-    kind = _kind(rec)
-    if kind in ("message", "content"):
-        return message_normal(rec)
-    base = _bookkeeping_normal(rec, kind)
-    entries = _entries(rec, kind) if kind in ("set", "header") else None
-    if entries:
-        return _combined([message_normal(m) for m in entries if _kind(m) == "message"], base.label, base.time)
-    return base
-
-
-def _normal_of_line(raw: bytes) -> Normal:
-    if not raw.strip():
-        return Normal(role="meta", label="blank")
-    try:
-        return normalize_record(jsonl.parse(raw))
-    except jsonl.ParseFailure:
-        return Normal(role="meta", label="unparseable")
-
-
-# ----------------------------------------------------------------------- replaying the log
-
-
-@dataclass
-class _Entry:
-    """One message of the final state: who is credited with it, and its content."""
-
-    key: str
-    src: int  # index (in the replayed values) of the credited record
-    msg: dict
-    dup: bool = False  # only already-answered functionResponses
-
-
-@dataclass
-class _Replay:
-    entries: list[_Entry]
-    meta: dict  # merged metadata (header lines and $set)
-    ids: list[str]  # every message id seen (lines and checkpoint entries), file order
-    answered: list[str]  # call ids answered by live messages, final order
-
-
-_SKIP = object()  # a value that is not JSON (kept opaque)
-
-
-def _replay(values: list[Any], answered: Iterable[str] = ()) -> _Replay:
-    state: dict[str, tuple[int, dict]] = {}  # insertion order is the message order
-    last_line: dict[str, int] = {}
-    meta: dict = {}
-    ids: list[str] = []
-
-    def load(i: int, msgs: list) -> None:
-        for m in msgs:
-            if _kind(m) == "message":
-                state[m["id"]] = (i, m)
-                ids.append(m["id"])
-
-    for i, rec in enumerate(values):
-        kind = _kind(rec)
-        if kind == "rewind":
-            target = rec["$rewindTo"]
-            if target in state:
-                keys = list(state)
-                for k in keys[keys.index(target):]:
-                    del state[k]
-            else:
-                state.clear()  # the CLI drops everything for an unknown id
-        elif kind == "message":
-            state[rec["id"]] = (i, rec)
-            last_line[rec["id"]] = i
-            ids.append(rec["id"])
-        elif kind == "content":
-            state[f"#{i}"] = (i, rec)
-        elif kind == "set":
-            msgs = _entries(rec, kind)
-            if msgs is not None:
-                state.clear()
-                load(i, msgs)
-            if isinstance(rec["$set"], dict):
-                meta.update((k, v) for k, v in rec["$set"].items() if k != "messages")
-        elif kind == "header":
-            meta.update((k, v) for k, v in rec.items() if k != "messages")
-            msgs = _entries(rec, kind)
-            if msgs is not None:
-                load(i, msgs)
-
-    done = list(answered)
-    seen = set(done)
-    entries: list[_Entry] = []
-    for key, (src, msg) in state.items():
-        line = last_line.get(key)
-        if line is not None and line != src:
-            src, msg = line, values[line]  # a checkpoint restating a message keeps its line
-        entry = _Entry(key, src, msg)
-        if msg.get("type") == "user":
-            frs = _fr_ids(msg)
-            if frs is not None:
-                entry.dup = all(_is_id(c) and c in seen for c in frs)
-                new = [c for c in frs if _is_id(c) and c not in seen]
-                seen.update(new)
-                done.extend(new)
-        elif msg.get("type") in ("gemini", "model") and isinstance(msg.get("toolCalls"), list):
-            for tc in msg["toolCalls"]:
-                if isinstance(tc, dict) and tc.get("result") is not None and _is_id(tc.get("id")) and tc["id"] not in seen:
-                    seen.add(tc["id"])
-                    done.append(tc["id"])
-        entries.append(entry)
-    return _Replay(entries, meta, ids, done[-ANSWERED_TAIL:])
-
-
-def _normals(values: list[Any], replay: _Replay) -> list[Normal]:
-    """Each value's normal, knowing which messages are live (see the module docstring)."""
-    credited: dict[int, list[_Entry]] = {}
-    for e in replay.entries:
-        credited.setdefault(e.src, []).append(e)
-    out: list[Normal] = []
-    for i, rec in enumerate(values):
-        if rec is _SKIP:
-            out.append(Normal(role="meta", label="unparseable"))
-            continue
-        kind = _kind(rec)
-        mine = credited.get(i, [])
-        if kind in ("message", "content"):
-            if not mine:
-                out.append(Normal(role="meta", time=parse_time(rec.get("timestamp")), label="gemini:superseded"))
-            elif mine[0].dup:
-                out.append(Normal(role="meta", time=parse_time(rec.get("timestamp")), label="gemini:duplicate-result"))
-            else:
-                out.append(message_normal(rec))
-            continue
-        base = _bookkeeping_normal(rec, kind)
-        if mine:
-            out.append(_combined([message_normal(e.msg) for e in mine if not e.dup], base.label, base.time))
-        else:
-            out.append(base)
-    return out
 
 
 # ---------------------------------------------------------------------- incremental state
@@ -743,236 +359,6 @@ def _reason(problem: str) -> str:
     if problem.startswith("not JSON (") and problem.endswith(")"):
         return problem[len("not JSON ("):-1]
     return problem
-
-
-# ---------------------------------------------------------------------------- exporting
-
-
-def _value_of(turn: Turn) -> Any:
-    if turn.has_record:
-        return turn.record
-    if isinstance(turn.line, bytes):
-        try:
-            return jsonl.parse(turn.line)
-        except jsonl.ParseFailure:
-            return _SKIP
-    return _SKIP
-
-
-class _Converter:
-    """Turns a run of foreign normalized turns into Gemini message records."""
-
-    def __init__(self, req: ExportRequest, report: LossReport, counter: list[int]) -> None:
-        self.req, self.report, self.counter = req, report, counter
-        self.out: list[dict] = []
-        self.cur: dict | None = None  # the gemini message being filled
-        self.pending: dict[str, dict] = {}  # call id -> toolCalls entry without a result
-
-    def _new_id(self) -> str:
-        self.counter[0] += 1
-        return str(uuid.uuid5(_ID_NAMESPACE, f"{self.req.session_id}/{self.counter[0]}"))
-
-    def _stamp(self, normal: Normal) -> str:
-        return iso(normal.time if normal.time is not None else self.req.now_ms)
-
-    def _model(self, normal: Normal, for_text: bool) -> dict:
-        if self.cur is None or (for_text and self.cur["toolCalls"]):
-            self.cur = {"id": self._new_id(), "timestamp": self._stamp(normal), "type": "gemini",
-                        "content": [], "thoughts": [], "toolCalls": []}
-            self.out.append(self.cur)
-        return self.cur
-
-    def _image(self, block: dict) -> dict | None:
-        if block.get("data"):
-            return {"inlineData": {"mimeType": block.get("media_type") or "image/png", "data": block["data"]}}
-        self.report.drop("image:unreadable")
-        return None
-
-    def _user(self, normal: Normal, blocks: list[dict], close: bool = True) -> None:
-        parts: list[dict] = []
-        for b in blocks:
-            if b["type"] == "text":
-                parts.append({"text": b.get("text") or ""})
-            elif b["type"] == "image":
-                part = self._image(b)
-                if part:
-                    parts.append(part)
-            elif b["type"] != "tool_result":
-                self.report.drop("content:other")
-        if not parts:
-            return
-        if "text" in parts[0] and _content_string(parts).strip().startswith(IGNORED_PREFIXES):
-            parts[0] = {"text": KEEP_PREFIX + parts[0]["text"]}
-            self.report.convert("user_text:prefixed")
-            self.report.note("user text that began with '/', '?' or a context tag was prefixed with U+200B "
-                             "so that Gemini CLI does not drop it on resume")
-        if close:
-            self.close()
-        self.cur = None
-        self.out.append({"id": self._new_id(), "timestamp": self._stamp(normal), "type": "user", "content": parts})
-
-    def _result(self, block: dict) -> None:
-        cid = block.get("call_id")
-        entry = self.pending.pop(cid, None) if _is_id(cid) else None
-        if entry is None:
-            self.report.drop("tool_result:orphan")
-            return
-        out = block.get("output")
-        texts, extra = [], []
-        if isinstance(out, list):
-            for b in out:
-                if isinstance(b, dict) and b.get("type") == "text":
-                    texts.append(b.get("text") or "")
-                elif isinstance(b, dict) and b.get("type") == "image":
-                    part = self._image(b)
-                    if part:
-                        extra.append(part)
-                else:
-                    self.report.drop("content:other")
-            text = "\n".join(texts)
-        else:
-            text = "" if out is None else str(out)
-        self._fill(entry, text, block.get("is_error") is True, extra)
-
-    @staticmethod
-    def _fill(entry: dict, text: str, error: bool, extra: list | None = None) -> None:
-        response = {"error": text} if error else {"output": text}
-        entry["result"] = [{"functionResponse": {"id": entry["id"], "name": entry["name"], "response": response}},
-                           *(extra or [])]
-        entry["status"] = "error" if error else "success"
-
-    def close(self) -> None:
-        """A user turn (or the end) closes the model turn: unanswered calls get an error result."""
-        for entry in self.pending.values():
-            self._fill(entry, NO_RESULT, True)
-            self.report.convert("tool_result:synthesized")
-        self.pending.clear()
-        self.cur = None
-
-    def feed(self, agent: str, normal: Normal) -> None:
-        role = normal.role
-        if role == "meta":
-            self.report.drop(f"record:meta:{agent}")
-            return
-        if role == "user":
-            for b in normal.blocks:
-                if b["type"] == "tool_result":
-                    self._result(b)
-            self._user(normal, normal.blocks)
-            return
-        if role in ("tool", "system"):
-            rest = []
-            for b in normal.blocks:
-                if b["type"] == "tool_result":
-                    self._result(b)
-                else:
-                    rest.append(b)
-            if role == "system":
-                if any(b["type"] == "text" for b in rest):
-                    self.report.convert("system:as_user")
-                    self._user(normal, rest)
-                else:
-                    self.report.drop("record:system")
-            elif rest:
-                # Text riding along with tool output (an interruption note): a user line
-                # after the model turn, which leaves other calls of that turn open.
-                self._user(normal, rest, close=False)
-            return
-        for b in normal.blocks:  # assistant
-            kind = b["type"]
-            if kind == "reasoning":
-                if b.get("signed"):
-                    self.report.drop("reasoning:signed")
-                elif self.req.reasoning == "text" and b.get("text"):
-                    self._model(normal, True)["thoughts"].append(
-                        {"subject": "", "description": b["text"], "timestamp": self._stamp(normal)})
-                    self.report.convert("reasoning:as_text")
-                else:
-                    self.report.drop("reasoning:foreign")
-            elif kind == "text":
-                self._model(normal, True)["content"].append({"text": b.get("text") or ""})
-            elif kind == "image":
-                part = self._image(b)
-                if part:
-                    self._model(normal, True)["content"].append(part)
-            elif kind == "tool_call":
-                name, args, mapped = tools.convert_call(agent, AGENT, str(b.get("name") or "unknown"),
-                                                        b.get("input"), self.req.cwd)
-                self.report.convert("tool_call:mapped" if mapped else "tool_call:kept")
-                if not isinstance(args, dict):
-                    args = {"input": args}
-                cid = b.get("id") if _is_id(b.get("id")) else f"opal_call_{self._new_id()[:8]}"
-                entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
-                         "timestamp": self._stamp(normal)}
-                self._model(normal, False)["toolCalls"].append(entry)
-                self.pending[cid] = entry
-            elif kind == "tool_result":
-                self._result(b)
-            else:
-                self.report.drop("content:other")
-
-    def finish(self) -> list[dict]:
-        self.close()
-        for msg in self.out:
-            if msg["type"] != "gemini":
-                continue
-            parts = msg["content"]
-            msg["content"] = "\n\n".join(p["text"] for p in parts) if all("text" in p for p in parts) else parts
-            for key in ("thoughts", "toolCalls"):
-                if not msg[key]:
-                    del msg[key]
-        return self.out
-
-
-def _as_message(msg: dict, report: LossReport, new_id, now: str) -> dict:
-    """A message record the CLI replays: legacy ``model``/``{role, parts}`` shapes retyped."""
-    if msg.get("type") in ("user", "gemini", "info", "error", "warning") and _is_id(msg.get("id")):
-        return msg
-    out = dict(msg)
-    kind = out.get("type") or out.pop("role", None)
-    out["type"] = "user" if kind == "user" else "gemini"
-    if "content" not in out:
-        out["content"] = out.pop("parts", "")
-    if not _is_id(out.get("id")):
-        out = {"id": new_id(), **out}
-    if "timestamp" not in out:
-        ts = parse_time(out.get("ts"))
-        out["timestamp"] = iso(ts) if ts is not None else now
-    report.convert("message:retyped")
-    return out
-
-
-def _pair_calls(messages: list[dict], report: LossReport) -> list[dict]:
-    """Give every call a result: empty ``toolCalls[].result`` filled, lone functionCalls answered."""
-    answered = set()
-    for m in messages:
-        if m.get("type") == "user":
-            for cid in _fr_ids(m) or []:
-                answered.add(cid)
-    out: list[dict] = []
-    for m in messages:
-        out.append(m)
-        if m.get("type") != "gemini":
-            continue
-        calls = m.get("toolCalls")
-        if isinstance(calls, list) and any(isinstance(tc, dict) and tc.get("result") is None
-                                           and tc.get("id") not in answered for tc in calls):
-            m = out[-1] = copy.deepcopy(m)
-            for tc in m["toolCalls"]:
-                if isinstance(tc, dict) and tc.get("result") is None and tc.get("id") not in answered:
-                    tc.setdefault("name", "unknown")
-                    _Converter._fill(tc, NO_RESULT, True)
-                    report.convert("tool_result:synthesized")
-        with_result = {tc.get("id") for tc in m.get("toolCalls") or [] if isinstance(tc, dict) and tc.get("result") is not None}
-        content = m.get("content")
-        lone = [p["functionCall"] for p in content if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
-                and p["functionCall"].get("id") not in answered | with_result] if isinstance(content, list) else []
-        if lone:
-            report.convert("tool_result:synthesized", len(lone))
-            out.append({"id": f"{m.get('id')}_opal_response", "timestamp": m.get("timestamp"), "type": "user",
-                        "content": [{"functionResponse": {"id": fc.get("id"), "name": fc.get("name"),
-                                                          "response": {"error": NO_RESULT}}} for fc in lone]})
-    return out
 
 
 # ---------------------------------------------------------------------------- adapter
@@ -1227,7 +613,7 @@ class GeminiAdapter(Adapter):
                               "or pick the right --agent")
 
     def normalize(self, turn: Turn) -> Normal:
-        """A stored turn's standalone view: every message counts as live (see the module docstring)."""
+        """A stored turn's standalone view: every message counts as live (see :mod:`.gemini_log`)."""
         if turn.has_record:
             return normalize_record(turn.record)
         if isinstance(turn.line, bytes):
@@ -1243,118 +629,9 @@ class GeminiAdapter(Adapter):
         return [n if t.agent == AGENT else self.normalize(t) for t, n in zip(turns, normals)]
 
     # -- writing ------------------------------------------------------------------
+    # The writer lives in gemini_export (it imports this module, hence the late import).
 
     def export(self, req: ExportRequest) -> ExportResult:
-        report = LossReport()
-        base = gemini_dir(req.env)
-        if base is None:
-            raise InputError("cannot tell where Gemini CLI keeps its sessions (neither GEMINI_CLI_HOME nor HOME is set)",
-                             hint="set HOME")
-        cwd = os.path.realpath(req.cwd)  # the CLI keys projects by process.cwd(), a physical path
-        counter = [0]
-        values: list[Any] = []
-        native: set[int] = set()
-        conv: _Converter | None = None
-        for et in req.turns:
-            if et.turn.agent != AGENT:
-                conv = conv or _Converter(req, report, counter)
-                conv.feed(et.turn.agent, et.normal)
-                continue
-            if conv is not None:
-                values.extend(conv.finish())
-                conv = None
-            value = _value_of(et.turn)
-            if value is _SKIP:
-                report.drop("record:unparseable")
-                continue
-            native.add(len(values))
-            values.append(value)
-        if conv is not None:
-            values.extend(conv.finish())
+        from .gemini_export import export
 
-        replay = _replay(values)
-        credited = {e.src for e in replay.entries}
-        for i in native:
-            kind = _kind(values[i])
-            if kind in ("message", "content") and i not in credited:
-                report.drop("record:superseded")
-            elif kind not in ("message", "content"):
-                report.convert("record:folded")
-
-        def new_id() -> str:
-            counter[0] += 1
-            return str(uuid.uuid5(_ID_NAMESPACE, f"{req.session_id}/{counter[0]}"))
-
-        messages = []
-        for e in replay.entries:
-            if e.dup:
-                report.drop("tool_result:duplicate")
-                continue
-            messages.append(_as_message(e.msg, report, new_id, iso(req.now_ms)) if e.src in native else e.msg)
-        messages = _pair_calls(messages, report)
-
-        now = iso(req.now_ms)
-        header: dict[str, Any] = {"sessionId": req.session_id, "projectHash": project_hash(cwd),
-                                  "startTime": now, "lastUpdated": now, "kind": "main"}
-        if _is_id(replay.meta.get("summary")):
-            header["summary"] = replay.meta["summary"]
-        body = b"".join(jsonl.dumps(m) + b"\n" for m in [header, *messages])
-
-        folder, aux = self._project_folder(base, cwd, report)
-        stamp = datetime.fromtimestamp(req.now_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H-%M")
-        path = os.path.join(folder, "chats", f"session-{stamp}-{req.session_id[:8]}.jsonl")
-        return ExportResult(files=[(path, body)], session_id=req.session_id,
-                            resume=["gemini", "--resume", req.session_id], report=report, aux=aux)
-
-    def _project_folder(self, base: str, cwd: str, report: LossReport) -> tuple[str, list[tuple[str, bytes]]]:
-        """The project's folder under ``<base>/tmp`` and the registry files to write for it."""
-        tmp = os.path.join(base, "tmp")
-        registry_path = os.path.join(base, "projects.json")
-        data, problem = _load_registry(registry_path)
-        projects = data["projects"]
-        slug = projects.get(cwd)
-        if slug and all(owner == cwd for owner in _marker_owner(base, slug)):
-            return os.path.join(tmp, slug), []
-        legacy = os.path.join(tmp, project_hash(cwd))
-        if not slug and os.path.isdir(legacy):
-            # The CLI copies a legacy hash folder into a *fresh* slug folder on its next
-            # start; writing into a new slug folder now would stop that migration.
-            report.note(f"the project is not registered in projects.json; the session goes into its legacy folder "
-                        f"{legacy}, which Gemini CLI migrates on its next start")
-            return legacy, []
-        if problem:
-            report.note(f"{registry_path} is {problem}; it is replaced, as Gemini CLI itself would do")
-        slug = self._existing_slug(base, cwd) or self._claim_slug(base, cwd, projects)
-        projects[cwd] = slug
-        aux = [(registry_path, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"))]
-        for sub in ("tmp", "history"):
-            marker = os.path.join(base, sub, slug, ".project_root")
-            if not os.path.exists(marker):
-                aux.append((marker, cwd.encode("utf-8", "surrogatepass")))
-        report.note(f"registered the project {cwd} as {slug!r} in {registry_path}")
-        return os.path.join(tmp, slug), aux
-
-    @staticmethod
-    def _existing_slug(base: str, cwd: str) -> str | None:
-        for sub in ("tmp", "history"):
-            try:
-                names = sorted(os.listdir(os.path.join(base, sub)))
-            except OSError:
-                continue
-            for name in names:
-                text = _read_text(os.path.join(base, sub, name, ".project_root"))
-                if text is not None and text.strip() == cwd and re.fullmatch(r"[a-z0-9-]+", name):
-                    return name
-        return None
-
-    @staticmethod
-    def _claim_slug(base: str, cwd: str, projects: Mapping[str, str]) -> str:
-        stem = slugify(os.path.basename(cwd.rstrip("/")) or "project")
-        taken = set(projects.values())
-        n = 0
-        while True:
-            candidate = stem if n == 0 else f"{stem}-{n}"
-            n += 1
-            if candidate in taken or any(owner != cwd for owner in _marker_owner(base, candidate)):
-                continue
-            return candidate
+        return export(req)

@@ -1,0 +1,405 @@
+"""Writing Gemini CLI sessions: the export half of the Gemini CLI adapter.
+
+:func:`export` turns an :class:`~.base.ExportRequest` into one
+``<base>/tmp/<slug>/chats/session-<YYYY-MM-DDThh-mm>-<id[:8]>.jsonl`` file that
+``gemini --resume`` accepts, plus, when the project has to be registered, the
+``projects.json`` entry and ``.project_root`` markers Gemini CLI itself would write
+(formats.md §3.1). Foreign turns are converted from their normalized view into
+Gemini message records; native records are replayed (:mod:`.gemini_log`) and
+written as the messages of the final state.
+
+Export writes a fresh JSON-lines session with the *final* state only: one line per
+live message, no superseded lines, results only in ``toolCalls[].result``, every
+call paired. Loss-report kinds (shared names as in :mod:`.claude_export`):
+``record:superseded``, ``record:folded`` (header, ``$set`` and ``$rewindTo`` lines
+applied into the new file), ``record:unparseable``, ``record:meta:<agent>``,
+``record:system``, ``system:as_user``, ``message:retyped``, ``tool_result:duplicate``,
+``tool_result:synthesized``, ``tool_result:orphan``, ``tool_call:mapped``,
+``tool_call:kept``, ``reasoning:as_text``, ``reasoning:foreign``, ``reasoning:signed``,
+``user_text:prefixed``, ``image:unreadable``, ``content:other``.
+
+Pure: no store, no environment reads beyond ``req.env``, no printing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .. import jsonl
+from ..errors import InputError
+from ..model import Normal
+from . import tools
+from .base import ExportRequest, ExportResult, LossReport
+from .gemini import (
+    AGENT,
+    IGNORED_PREFIXES,
+    KEEP_PREFIX,
+    NO_RESULT,
+    _load_registry,
+    _marker_owner,
+    _read_text,
+    gemini_dir,
+    iso,
+    project_hash,
+    slugify,
+)
+from .gemini_log import (
+    _SKIP,
+    _content_string,
+    _fr_ids,
+    _is_id,
+    _kind,
+    _replay,
+    _value_of,
+    parse_time,
+)
+
+__all__ = ["export"]
+
+_ID_NAMESPACE = uuid.UUID("6f70616c-6765-4d69-8e69-6578706f7274")
+
+
+# ---------------------------------------------------------------------------- exporting
+
+
+def export(req: ExportRequest) -> ExportResult:
+    """The session file (and registry entries) that make ``req.turns`` a resumable Gemini CLI session."""
+    report = LossReport()
+    base = gemini_dir(req.env)
+    if base is None:
+        raise InputError("cannot tell where Gemini CLI keeps its sessions (neither GEMINI_CLI_HOME nor HOME is set)",
+                         hint="set HOME")
+    cwd = os.path.realpath(req.cwd)  # the CLI keys projects by process.cwd(), a physical path
+    counter = [0]
+    values: list[Any] = []
+    native: set[int] = set()
+    conv: _Converter | None = None
+    for et in req.turns:
+        if et.turn.agent != AGENT:
+            conv = conv or _Converter(req, report, counter)
+            conv.feed(et.turn.agent, et.normal)
+            continue
+        if conv is not None:
+            values.extend(conv.finish())
+            conv = None
+        value = _value_of(et.turn)
+        if value is _SKIP:
+            report.drop("record:unparseable")
+            continue
+        native.add(len(values))
+        values.append(value)
+    if conv is not None:
+        values.extend(conv.finish())
+
+    replay = _replay(values)
+    credited = {e.src for e in replay.entries}
+    for i in native:
+        kind = _kind(values[i])
+        if kind in ("message", "content") and i not in credited:
+            report.drop("record:superseded")
+        elif kind not in ("message", "content"):
+            report.convert("record:folded")
+
+    def new_id() -> str:
+        counter[0] += 1
+        return str(uuid.uuid5(_ID_NAMESPACE, f"{req.session_id}/{counter[0]}"))
+
+    messages = []
+    for e in replay.entries:
+        if e.dup:
+            report.drop("tool_result:duplicate")
+            continue
+        messages.append(_as_message(e.msg, report, new_id, iso(req.now_ms)) if e.src in native else e.msg)
+    messages = _pair_calls(messages, report)
+
+    now = iso(req.now_ms)
+    header: dict[str, Any] = {"sessionId": req.session_id, "projectHash": project_hash(cwd),
+                              "startTime": now, "lastUpdated": now, "kind": "main"}
+    if _is_id(replay.meta.get("summary")):
+        header["summary"] = replay.meta["summary"]
+    body = b"".join(jsonl.dumps(m) + b"\n" for m in [header, *messages])
+
+    folder, aux = _project_folder(base, cwd, report)
+    stamp = datetime.fromtimestamp(req.now_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H-%M")
+    path = os.path.join(folder, "chats", f"session-{stamp}-{req.session_id[:8]}.jsonl")
+    return ExportResult(files=[(path, body)], session_id=req.session_id,
+                        resume=["gemini", "--resume", req.session_id], report=report, aux=aux)
+
+
+def _project_folder(base: str, cwd: str, report: LossReport) -> tuple[str, list[tuple[str, bytes]]]:
+    """The project's folder under ``<base>/tmp`` and the registry files to write for it."""
+    tmp = os.path.join(base, "tmp")
+    registry_path = os.path.join(base, "projects.json")
+    data, problem = _load_registry(registry_path)
+    projects = data["projects"]
+    slug = projects.get(cwd)
+    if slug and all(owner == cwd for owner in _marker_owner(base, slug)):
+        return os.path.join(tmp, slug), []
+    legacy = os.path.join(tmp, project_hash(cwd))
+    if not slug and os.path.isdir(legacy):
+        # The CLI copies a legacy hash folder into a *fresh* slug folder on its next
+        # start; writing into a new slug folder now would stop that migration.
+        report.note(f"the project is not registered in projects.json; the session goes into its legacy folder "
+                    f"{legacy}, which Gemini CLI migrates on its next start")
+        return legacy, []
+    if problem:
+        report.note(f"{registry_path} is {problem}; it is replaced, as Gemini CLI itself would do")
+    slug = _existing_slug(base, cwd) or _claim_slug(base, cwd, projects)
+    projects[cwd] = slug
+    aux = [(registry_path, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"))]
+    for sub in ("tmp", "history"):
+        marker = os.path.join(base, sub, slug, ".project_root")
+        if not os.path.exists(marker):
+            aux.append((marker, cwd.encode("utf-8", "surrogatepass")))
+    report.note(f"registered the project {cwd} as {slug!r} in {registry_path}")
+    return os.path.join(tmp, slug), aux
+
+
+def _existing_slug(base: str, cwd: str) -> str | None:
+    for sub in ("tmp", "history"):
+        try:
+            names = sorted(os.listdir(os.path.join(base, sub)))
+        except OSError:
+            continue
+        for name in names:
+            text = _read_text(os.path.join(base, sub, name, ".project_root"))
+            if text is not None and text.strip() == cwd and re.fullmatch(r"[a-z0-9-]+", name):
+                return name
+    return None
+
+
+def _claim_slug(base: str, cwd: str, projects: Mapping[str, str]) -> str:
+    stem = slugify(os.path.basename(cwd.rstrip("/")) or "project")
+    taken = set(projects.values())
+    n = 0
+    while True:
+        candidate = stem if n == 0 else f"{stem}-{n}"
+        n += 1
+        if candidate in taken or any(owner != cwd for owner in _marker_owner(base, candidate)):
+            continue
+        return candidate
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+class _Converter:
+    """Turns a run of foreign normalized turns into Gemini message records."""
+
+    def __init__(self, req: ExportRequest, report: LossReport, counter: list[int]) -> None:
+        self.req, self.report, self.counter = req, report, counter
+        self.out: list[dict] = []
+        self.cur: dict | None = None  # the gemini message being filled
+        self.pending: dict[str, dict] = {}  # call id -> toolCalls entry without a result
+
+    def _new_id(self) -> str:
+        self.counter[0] += 1
+        return str(uuid.uuid5(_ID_NAMESPACE, f"{self.req.session_id}/{self.counter[0]}"))
+
+    def _stamp(self, normal: Normal) -> str:
+        return iso(normal.time if normal.time is not None else self.req.now_ms)
+
+    def _model(self, normal: Normal, for_text: bool) -> dict:
+        if self.cur is None or (for_text and self.cur["toolCalls"]):
+            self.cur = {"id": self._new_id(), "timestamp": self._stamp(normal), "type": "gemini",
+                        "content": [], "thoughts": [], "toolCalls": []}
+            self.out.append(self.cur)
+        return self.cur
+
+    def _image(self, block: dict) -> dict | None:
+        if block.get("data"):
+            return {"inlineData": {"mimeType": block.get("media_type") or "image/png", "data": block["data"]}}
+        self.report.drop("image:unreadable")
+        return None
+
+    def _user(self, normal: Normal, blocks: list[dict], close: bool = True) -> None:
+        parts: list[dict] = []
+        for b in blocks:
+            if b["type"] == "text":
+                parts.append({"text": b.get("text") or ""})
+            elif b["type"] == "image":
+                part = self._image(b)
+                if part:
+                    parts.append(part)
+            elif b["type"] != "tool_result":
+                self.report.drop("content:other")
+        if not parts:
+            return
+        if "text" in parts[0] and _content_string(parts).strip().startswith(IGNORED_PREFIXES):
+            parts[0] = {"text": KEEP_PREFIX + parts[0]["text"]}
+            self.report.convert("user_text:prefixed")
+            self.report.note("user text that began with '/', '?' or a context tag was prefixed with U+200B "
+                             "so that Gemini CLI does not drop it on resume")
+        if close:
+            self.close()
+        self.cur = None
+        self.out.append({"id": self._new_id(), "timestamp": self._stamp(normal), "type": "user", "content": parts})
+
+    def _result(self, block: dict) -> None:
+        cid = block.get("call_id")
+        entry = self.pending.pop(cid, None) if _is_id(cid) else None
+        if entry is None:
+            self.report.drop("tool_result:orphan")
+            return
+        out = block.get("output")
+        texts, extra = [], []
+        if isinstance(out, list):
+            for b in out:
+                if isinstance(b, dict) and b.get("type") == "text":
+                    texts.append(b.get("text") or "")
+                elif isinstance(b, dict) and b.get("type") == "image":
+                    part = self._image(b)
+                    if part:
+                        extra.append(part)
+                else:
+                    self.report.drop("content:other")
+            text = "\n".join(texts)
+        else:
+            text = "" if out is None else str(out)
+        self._fill(entry, text, block.get("is_error") is True, extra)
+
+    @staticmethod
+    def _fill(entry: dict, text: str, error: bool, extra: list | None = None) -> None:
+        response = {"error": text} if error else {"output": text}
+        entry["result"] = [{"functionResponse": {"id": entry["id"], "name": entry["name"], "response": response}},
+                           *(extra or [])]
+        entry["status"] = "error" if error else "success"
+
+    def close(self) -> None:
+        """A user turn (or the end) closes the model turn: unanswered calls get an error result."""
+        for entry in self.pending.values():
+            self._fill(entry, NO_RESULT, True)
+            self.report.convert("tool_result:synthesized")
+        self.pending.clear()
+        self.cur = None
+
+    def feed(self, agent: str, normal: Normal) -> None:
+        role = normal.role
+        if role == "meta":
+            self.report.drop(f"record:meta:{agent}")
+            return
+        if role == "user":
+            for b in normal.blocks:
+                if b["type"] == "tool_result":
+                    self._result(b)
+            self._user(normal, normal.blocks)
+            return
+        if role in ("tool", "system"):
+            rest = []
+            for b in normal.blocks:
+                if b["type"] == "tool_result":
+                    self._result(b)
+                else:
+                    rest.append(b)
+            if role == "system":
+                if any(b["type"] == "text" for b in rest):
+                    self.report.convert("system:as_user")
+                    self._user(normal, rest)
+                else:
+                    self.report.drop("record:system")
+            elif rest:
+                # Text riding along with tool output (an interruption note): a user line
+                # after the model turn, which leaves other calls of that turn open.
+                self._user(normal, rest, close=False)
+            return
+        for b in normal.blocks:  # assistant
+            kind = b["type"]
+            if kind == "reasoning":
+                if b.get("signed"):
+                    self.report.drop("reasoning:signed")
+                elif self.req.reasoning == "text" and b.get("text"):
+                    self._model(normal, True)["thoughts"].append(
+                        {"subject": "", "description": b["text"], "timestamp": self._stamp(normal)})
+                    self.report.convert("reasoning:as_text")
+                else:
+                    self.report.drop("reasoning:foreign")
+            elif kind == "text":
+                self._model(normal, True)["content"].append({"text": b.get("text") or ""})
+            elif kind == "image":
+                part = self._image(b)
+                if part:
+                    self._model(normal, True)["content"].append(part)
+            elif kind == "tool_call":
+                name, args, mapped = tools.convert_call(agent, AGENT, str(b.get("name") or "unknown"),
+                                                        b.get("input"), self.req.cwd)
+                self.report.convert("tool_call:mapped" if mapped else "tool_call:kept")
+                if not isinstance(args, dict):
+                    args = {"input": args}
+                cid = b.get("id") if _is_id(b.get("id")) else f"opal_call_{self._new_id()[:8]}"
+                entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
+                         "timestamp": self._stamp(normal)}
+                self._model(normal, False)["toolCalls"].append(entry)
+                self.pending[cid] = entry
+            elif kind == "tool_result":
+                self._result(b)
+            else:
+                self.report.drop("content:other")
+
+    def finish(self) -> list[dict]:
+        self.close()
+        for msg in self.out:
+            if msg["type"] != "gemini":
+                continue
+            parts = msg["content"]
+            msg["content"] = "\n\n".join(p["text"] for p in parts) if all("text" in p for p in parts) else parts
+            for key in ("thoughts", "toolCalls"):
+                if not msg[key]:
+                    del msg[key]
+        return self.out
+
+
+def _as_message(msg: dict, report: LossReport, new_id, now: str) -> dict:
+    """A message record the CLI replays: legacy ``model``/``{role, parts}`` shapes retyped."""
+    if msg.get("type") in ("user", "gemini", "info", "error", "warning") and _is_id(msg.get("id")):
+        return msg
+    out = dict(msg)
+    kind = out.get("type") or out.pop("role", None)
+    out["type"] = "user" if kind == "user" else "gemini"
+    if "content" not in out:
+        out["content"] = out.pop("parts", "")
+    if not _is_id(out.get("id")):
+        out = {"id": new_id(), **out}
+    if "timestamp" not in out:
+        ts = parse_time(out.get("ts"))
+        out["timestamp"] = iso(ts) if ts is not None else now
+    report.convert("message:retyped")
+    return out
+
+
+def _pair_calls(messages: list[dict], report: LossReport) -> list[dict]:
+    """Give every call a result: empty ``toolCalls[].result`` filled, lone functionCalls answered."""
+    answered = set()
+    for m in messages:
+        if m.get("type") == "user":
+            for cid in _fr_ids(m) or []:
+                answered.add(cid)
+    out: list[dict] = []
+    for m in messages:
+        out.append(m)
+        if m.get("type") != "gemini":
+            continue
+        calls = m.get("toolCalls")
+        if isinstance(calls, list) and any(isinstance(tc, dict) and tc.get("result") is None
+                                           and tc.get("id") not in answered for tc in calls):
+            m = out[-1] = copy.deepcopy(m)
+            for tc in m["toolCalls"]:
+                if isinstance(tc, dict) and tc.get("result") is None and tc.get("id") not in answered:
+                    tc.setdefault("name", "unknown")
+                    _Converter._fill(tc, NO_RESULT, True)
+                    report.convert("tool_result:synthesized")
+        with_result = {tc.get("id") for tc in m.get("toolCalls") or [] if isinstance(tc, dict) and tc.get("result") is not None}
+        content = m.get("content")
+        lone = [p["functionCall"] for p in content if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
+                and p["functionCall"].get("id") not in answered | with_result] if isinstance(content, list) else []
+        if lone:
+            report.convert("tool_result:synthesized", len(lone))
+            out.append({"id": f"{m.get('id')}_opal_response", "timestamp": m.get("timestamp"), "type": "user",
+                        "content": [{"functionResponse": {"id": fc.get("id"), "name": fc.get("name"),
+                                                          "response": {"error": NO_RESULT}}} for fc in lone]})
+    return out
