@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
-from . import adapters, codec, oplog, sequence
+from . import adapters, oplog, sequence
 from .adapters.base import ReadResult, SessionFile, tail_hash
 from .errors import (
     InputError,
@@ -21,220 +21,32 @@ from .errors import (
     SessionNotFoundError,
     UsageError,
 )
-from .model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
-from .refs import OPLOG_REF, REMOTE_PREFIX, branch_ref, check_branch_name
+from .model import Normal, SessionInfo, Source, StateHeader
+from .refs import branch_ref, check_branch_name
 from .repo import Repository
-from .revision import parse as parse_revision
-from .sequence import Item, Node
-from .store import CommitData
 
-STATE_BLOB = "opal"
-TURNS_TREE = "turns"
-
-
-# ================================================================== reading states
-
-
-@dataclass
-class State:
-    """A state commit, decoded: the commit, its header and its turn sequence."""
-
-    commit: CommitData
-    header: StateHeader
-    root: Node | None
-
-    @property
-    def oid(self) -> bytes:
-        return self.commit.oid
-
-
-def load_state(repo: Repository, oid: bytes) -> State:
-    commit = repo.store.read_commit(oid)
-    entries = {name: (is_tree, child) for name, is_tree, child in repo.store.read_tree(commit.tree)}
-    if STATE_BLOB not in entries:
-        raise RevisionError(f"{oid.hex()[:12]} is not an opal state commit")
-    header = StateHeader.decode(codec.unframe(repo.store.read_blob(entries[STATE_BLOB][1])))
-    root = None
-    if TURNS_TREE in entries:
-        root = Node(entries[TURNS_TREE][1], header.items, header.turns)
-    return State(commit, header, root)
-
-
-def write_state(
-    repo: Repository,
-    header: StateHeader,
-    root: Node | None,
-    parents: list[bytes],
-    message: str,
-) -> bytes:
-    store = repo.store
-    entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
-    if root is not None:
-        entries.append((TURNS_TREE, True, root.oid))
-    tree = store.write_tree(entries)
-    sig = repo.signature()
-    oid = store.write_commit(tree, parents, sig, sig, message)
-    store.flush()
-    return oid
-
-
-def load_payload(repo: Repository, item: Item):
-    def load(d: bytes) -> bytes:
-        try:
-            oid = item.payload_oids[d]
-        except KeyError:
-            data = item.payloads.get(d)
-            if data is None:
-                raise RevisionError(f"payload {d.hex()[:12]} is missing") from None
-            return data
-        return codec.unframe(repo.store.read_blob(oid))
-
-    return load
-
-
-def turn_of(repo: Repository, item: Item, *, resolve: bool = True) -> Turn:
-    turn = Turn.decode(item.canon)
-    return turn.resolve(load_payload(repo, item)) if resolve else turn
-
-
-def normals_of(turns: list[Turn]) -> list[Normal]:
-    """Normalized views of a sequence of resolved turns, replayed per agent."""
-    out: list[Normal | None] = [None] * len(turns)
-    for t_i, t in enumerate(turns):
-        if t.agent == "opal":
-            out[t_i] = Normal(role=t.role or "meta", blocks=list(t.blocks or ()))
-    for agent in sorted({t.agent for t in turns if t.agent != "opal"}):
-        ad = adapters.get(agent)
-        idx = [i for i, t in enumerate(turns) if t.agent == agent]
-        for i, n in zip(idx, ad.normalize_many([turns[i] for i in idx])):
-            out[i] = n
-    return [n for n in out if n is not None]
-
-
-def _replays(agent: str) -> bool:
-    from .adapters.base import Adapter
-
-    return type(adapters.get(agent)).normalize_many is not Adapter.normalize_many
-
-
-def normal_of(repo: Repository, item: Item) -> Normal:
-    turn = turn_of(repo, item)
-    if turn.agent == "opal":
-        return Normal(role=turn.role or "meta", blocks=list(turn.blocks or ()))
-    return adapters.get(turn.agent).normalize(turn)
-
-
-# ================================================================== revisions
-
-
-@dataclass
-class Resolved:
-    oid: bytes  # the state commit
-    turn: int | None  # 1-based turn number within it, or None
-    text: str
-    branch: str | None = None  # when the revision named a branch (or HEAD) without steps
-
-
-def current_branch(repo: Repository) -> str:
-    return repo.refs.head_branch()
-
-
-def branch_head(repo: Repository, name: str) -> bytes | None:
-    return repo.refs.get(branch_ref(name))
-
-
-def resolve(repo: Repository, text: str) -> Resolved:
-    rev = parse_revision(text)
-    branch = None
-    if rev.base == "HEAD":
-        branch = current_branch(repo)
-        oid = branch_head(repo, branch)
-        if oid is None:
-            raise RevisionError(
-                f"branch {branch} has no commits yet",
-                hint="run 'opal commit' to record the agent session",
-            )
-    else:
-        oid = branch_head(repo, rev.base)
-        if oid is not None:
-            branch = rev.base
-        else:
-            # A remote-tracking state branch: origin/try-sqlite (or remotes/origin/...).
-            remote_name = rev.base[len("remotes/"):] if rev.base.startswith("remotes/") else rev.base
-            oid = repo.refs.get(REMOTE_PREFIX + remote_name) if "/" in remote_name else None
-            if oid is None:
-                oid = _by_prefix(repo, rev.base)
-    for kind, n in rev.steps:
-        branch = None
-        commit = repo.store.read_commit(oid)
-        if kind == "~":
-            for _ in range(n):
-                if not commit.parents:
-                    raise RevisionError(f"{text}: the history is not that long", hint="see 'opal log'")
-                commit = repo.store.read_commit(commit.parents[0])
-            oid = commit.oid
-        else:
-            if n == 0:
-                continue
-            if len(commit.parents) < n:
-                raise RevisionError(f"{text}: commit {oid.hex()[:10]} has no parent {n}")
-            oid = commit.parents[n - 1]
-    return Resolved(oid, rev.turn, text, branch if rev.turn is None else None)
-
-
-def _by_prefix(repo: Repository, prefix: str) -> bytes:
-    if len(prefix) < 4 or any(c not in "0123456789abcdefABCDEF" for c in prefix):
-        raise RevisionError(
-            f"unknown revision {prefix!r}",
-            hint="see 'opal branch -l' for branches and 'opal log' for commit ids",
-        )
-    prefix = prefix.lower()
-    found: set[bytes] = set()
-    for oid in _all_state_commits(repo):
-        if oid.hex().startswith(prefix):
-            found.add(oid)
-    if not found:
-        raise RevisionError(f"unknown revision {prefix!r}", hint="see 'opal log' for commit ids")
-    if len(found) > 1:
-        raise RevisionError(f"{prefix!r} is ambiguous ({len(found)} commits)", hint="give more digits")
-    return found.pop()
-
-
-def _all_state_commits(repo: Repository) -> Iterator[bytes]:
-    seen: set[bytes] = set()
-    stack = [oid for name, oid in repo.refs.all().items() if name != OPLOG_REF]
-    # States that only the operation log still reaches (undone, rewound) count too.
-    for op in oplog.log(repo):
-        for old, new in op.changes.values():
-            stack.extend(x for x in (old, new) if x)
-    while stack:
-        oid = stack.pop()
-        if oid in seen:
-            continue
-        seen.add(oid)
-        try:
-            commit = repo.store.read_commit(oid)
-        except Exception:
-            continue
-        yield oid
-        stack.extend(commit.parents)
-
-
-def turn_item_index(repo: Repository, state: State, turn: int) -> int:
-    """0-based record index of 1-based (or negative) turn number ``turn``."""
-    total = state.header.turns
-    n = turn - 1 if turn > 0 else total + turn
-    if not 0 <= n < total:
-        raise RevisionError(
-            f"turn {turn} does not exist: {_short(state.oid)} has {total} turns",
-            hint="see 'opal log --turns'",
-        )
-    return sequence.item_index_of_turn(repo.store, state.root, n)
-
-
-def _short(oid: bytes) -> str:
-    return oid.hex()[:10]
-
+from .states import (  # noqa: F401  (re-exported: the porcelain API)
+    STATE_BLOB,
+    TURNS_TREE,
+    Resolved,
+    State,
+    _count,
+    _items,
+    _replays,
+    _short,
+    authored_item,
+    branch_head,
+    common_prefix,
+    current_branch,
+    load_payload,
+    load_state,
+    normal_of,
+    normals_of,
+    resolve,
+    turn_item_index,
+    turn_of,
+    write_state,
+)
 
 # ================================================================== init
 
@@ -378,24 +190,6 @@ class CommitResult:
     warnings: list[str] = field(default_factory=list)
     objects_written: int = 0
     bytes_written: int = 0
-
-
-def _items(records) -> Iterator[Item]:
-    for rec in records:
-        payloads: dict[bytes, bytes] = {}
-        canon = rec.turn.encode(payloads)
-        yield Item(codec.digest(canon), canon, summarize(rec.normal), payloads=payloads)
-
-
-def authored_item(role: str, blocks: list[dict]) -> Item:
-    """A turn written by opal itself (a merge marker, a squash summary), ready to store."""
-    payloads: dict[bytes, bytes] = {}
-    canon = Turn.authored(role, blocks).encode(payloads)
-    return Item(codec.digest(canon), canon, summarize(Normal(role=role, blocks=blocks)), payloads=payloads)
-
-
-def _count(items: list[Item]) -> tuple[int, int]:
-    return sum(1 for it in items if it.is_turn), sum(int(it.summary.get("chars", 0)) for it in items)
 
 
 def commit(
@@ -556,27 +350,6 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         objects_written=store.written_objects,
         bytes_written=store.written_bytes,
     )
-
-
-def common_prefix(repo: Repository, a: Node | None, b: Node | None) -> int:
-    """How many leading records two sequences share (whole shared leaves are not read)."""
-    if a is None or b is None:
-        return 0
-    if a.oid == b.oid:
-        return a.items
-    la, lb = sequence.leaves(repo.store, a), sequence.leaves(repo.store, b)
-    n = 0
-    for x, y in zip(la, lb):
-        if x.oid == y.oid:
-            n += x.items
-            continue
-        ia, ib = sequence.read_leaf(repo.store, x.oid), sequence.read_leaf(repo.store, y.oid)
-        for p, q in zip(ia, ib):
-            if p.id != q.id:
-                return n
-            n += 1
-        return n
-    return n
 
 
 # ================================================================== log / show
@@ -1006,3 +779,50 @@ def status(repo: Repository, env: Mapping[str, str], cwd: str) -> StatusResult:
         sessions,
         st.header.extra.get("detached") if st else None,
     )
+
+
+__all__ = [
+    "BranchInfo",
+    "CommitInfo",
+    "CommitResult",
+    "InitResult",
+    "Pick",
+    "Resolved",
+    "RewindResult",
+    "STATE_BLOB",
+    "SessionStatus",
+    "ShownTurn",
+    "State",
+    "StatusResult",
+    "TURNS_TREE",
+    "TurnInfo",
+    "authored_item",
+    "branch_create",
+    "branch_delete",
+    "branch_head",
+    "branch_labels",
+    "branches",
+    "commit",
+    "commit_info",
+    "common_prefix",
+    "current_branch",
+    "find_session",
+    "init",
+    "load_payload",
+    "load_state",
+    "log",
+    "normal_of",
+    "normals_of",
+    "op_log",
+    "resolve",
+    "rewind",
+    "show_turn",
+    "status",
+    "switch",
+    "tracked_session",
+    "turn_item_index",
+    "turn_of",
+    "turns",
+    "undo",
+    "write_state",
+]
