@@ -1,0 +1,146 @@
+"""Commands that check a state out into an agent: ``opal export`` and ``opal resume``.
+
+Part of the CLI layer: importing this module attaches its commands to :data:`opalgit.cli.cli`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from . import render
+from .cli import CONTEXT, Ctx, cli, pass_ctx
+from .errors import OpalError
+from .tokens import human
+
+
+# ------------------------------------------------------------------------------ export / resume
+
+
+def _agent_choice() -> click.Choice:
+    from . import adapters
+
+    return click.Choice(adapters.names())
+
+
+def _print_export(c: Ctx, res, *, verb: str = "Exported") -> None:
+    r = res.report
+    head = "Would write" if res.dry_run else verb
+    c.out(f"{head} {res.turns} turns of {res.rev} ({render.short(res.commit, 7)}) as a {res.agent} session {res.session_id}")
+    for f in res.files:
+        c.out(f"  {'would write' if res.dry_run else 'wrote'} {f}")
+    for f in res.aux:
+        c.out(f"  {'would update' if res.dry_run else 'updated'} {f}")
+    if res.tokens_before != res.tokens_after:
+        c.out(f"  ~{human(res.tokens_before)} tokens fitted to ~{human(res.tokens_after)}")
+    if r.converted or r.dropped:
+        c.out("Loss report:")
+        for k, v in sorted(r.converted.items()):
+            c.out(f"  converted {v:5}  {k}")
+        for k, v in sorted(r.dropped.items()):
+            c.out(c.style(f"  dropped   {v:5}  {k}", fg="yellow"))
+    else:
+        c.out("Loss report: nothing converted or dropped")
+    for n in r.notes:
+        c.note(n)
+    cmd = " ".join(_shell_quote(a) for a in res.resume)
+    if not res.dry_run:
+        c.out("Resume it with:")
+        c.out("  " + c.style(f"cd {_shell_quote(res.cwd)} && {cmd}", bold=True))
+
+
+def _at(repo, rev: str, at: str | None) -> str:
+    """With --at CODE_REV, the state linked to that code commit (its id as a revision)."""
+    if at is None:
+        return rev
+    if rev != "HEAD":
+        raise click.UsageError("give either REV or --at CODE_REV, not both")
+    from . import links
+
+    return links.state_at(repo, at).hex()
+
+
+def _shell_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", default="HEAD", metavar="[REV]")
+@click.option("--to", "to", required=True, help="The agent to export to (claude, codex, gemini).")
+@click.option("--at", "at", metavar="CODE_REV", help="Export the state recorded with this code commit (see 'opal at').")
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder you will resume from (default: the session's own).")
+@click.option("--dry-run", is_flag=True, help="Say what would be written, converted and dropped; write nothing.")
+@click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens (largest tool outputs first, then the oldest turns).")
+@click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result and the whole loss report as JSON.")
+@pass_ctx
+def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, as_json: bool) -> None:
+    """Write a commit (or a turn, REV:N) as a native session of an agent, ready to resume.
+
+    The session gets a fresh id, so nothing of yours is overwritten, and is written
+    where the agent looks for it. Tool calls stay tool calls paired with their
+    results (mapped to the target's own tools where there is a clear counterpart);
+    every conversion or omission is listed in the loss report. The branch then
+    tracks the new session, so 'opal commit' records how it grows.
+
+    \b
+    Examples:
+      opal export --to codex                 # the current branch, for Codex
+      opal export main~2 --to gemini --cwd ../other-checkout
+      opal export HEAD:40 --to claude        # up to turn 40
+      opal export --to claude --dry-run
+      opal export --to codex --budget 100000 --json
+      opal export --at v1.2 --to claude      # the context that produced a code commit
+    """
+    from . import exporting
+
+    repo = c.repo()
+    rev = _at(repo, rev, at)
+    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget)
+    if as_json:
+        c.json(res.to_json())
+        return
+    _print_export(c, res)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rev", default="HEAD", metavar="[REV]")
+@click.option("--agent", "to", required=True, help="The agent to continue in (claude, codex, gemini).")
+@click.option("--at", "at", metavar="CODE_REV", help="Resume the state recorded with this code commit (see 'opal at').")
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder to resume in (default: the session's own).")
+@click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens first.")
+@click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
+@pass_ctx
+def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str) -> None:
+    """Export REV (default HEAD) to an agent and start that agent on it.
+
+    \b
+    Examples:
+      opal resume --agent codex
+      opal resume --agent claude try-sqlite
+      opal resume --at v1.2 --agent codex    # continue from the context of a code commit
+    """
+    import shutil
+    import subprocess
+
+    from . import exporting
+
+    repo = c.repo()
+    rev = _at(repo, rev, at)
+    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget)
+    _print_export(c, res, verb="Exported")
+    exe = shutil.which(res.resume[0])
+    if exe is None:
+        raise OpalError(
+            f"{res.resume[0]} is not on PATH, so it cannot be started",
+            hint="install the agent, then run the resume command printed above",
+        )
+    c.out(f"Starting {' '.join(res.resume)} in {res.cwd}")
+    code = subprocess.call([exe, *res.resume[1:]], cwd=res.cwd)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
