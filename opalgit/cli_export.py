@@ -75,9 +75,10 @@ def _shell_quote(s: str) -> str:
 @click.option("--dry-run", is_flag=True, help="Say what would be written, converted and dropped; write nothing.")
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens (largest tool outputs first, then the oldest turns).")
 @click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
+@click.option("--with-secrets/--no-secrets", default=True, show_default=True, help="Put back the secrets this machine's vault holds (a teammate's clone has none).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result and the whole loss report as JSON.")
 @pass_ctx
-def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, as_json: bool) -> None:
+def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, with_secrets: bool, as_json: bool) -> None:
     """Write a commit (or a turn, REV:N) as a native session of an agent, ready to resume.
 
     The session gets a fresh id, so nothing of yours is overwritten, and is written
@@ -99,7 +100,7 @@ def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: 
 
     repo = c.repo()
     rev = _at(repo, rev, at)
-    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget)
+    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget, with_secrets=with_secrets)
     if as_json:
         c.json(res.to_json())
         return
@@ -113,8 +114,9 @@ def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: 
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder to resume in (default: the session's own).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens first.")
 @click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
+@click.option("--with-secrets/--no-secrets", default=True, show_default=True, help="Put back the secrets this machine's vault holds.")
 @pass_ctx
-def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str) -> None:
+def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str, with_secrets: bool) -> None:
     """Export REV (default HEAD) to an agent and start that agent on it.
 
     \b
@@ -130,7 +132,7 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
 
     repo = c.repo()
     rev = _at(repo, rev, at)
-    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget)
+    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget, with_secrets=with_secrets)
     _print_export(c, res, verb="Exported")
     exe = shutil.which(res.resume[0])
     if exe is None:
@@ -144,3 +146,47 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
         raise click.exceptions.Exit(code)
 
 
+
+
+# ------------------------------------------------------------------------------ secrets
+
+
+@cli.group(context_settings=CONTEXT)
+def secrets() -> None:
+    """Secrets in recorded sessions: what was redacted, and anything still in clear."""
+
+
+@secrets.command("scan", context_settings=CONTEXT)
+@click.argument("rev", default="HEAD", metavar="[REV]")
+@click.option("--history/--no-history", default=True, show_default=True, help="Also scan the states REV descends from.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
+    """List the secrets found in a state: kind, turn and placeholder, never the secret.
+
+    Redacted secrets show with their placeholder; a secret still in clear (committed
+    before a rule existed, or with redaction off) is listed as such, and 'opal push'
+    refuses to send it. Rules: docs/redaction.md.
+
+    \b
+    Examples:
+      opal secrets scan
+      opal secrets scan try-sqlite --no-history --json
+    """
+    from . import redaction
+    from .porcelain import resolve
+
+    repo = c.repo()
+    res = redaction.scan_states(repo, [resolve(repo, rev).oid], rev, history=history)
+    if as_json:
+        c.json(res.to_json())
+        return
+    c.out(f"scanned {res.turns} records in {res.states} states of {rev}")
+    for r in res.redacted:
+        c.out(f"  redacted   {r['kind']:22} {r['turn']:16} {r['placeholder']}")
+    for r in res.leaks:
+        c.out(c.style(f"  IN CLEAR   {r['kind']:22} {r['turn']:16} {r['where']}", fg="red", bold=True))
+    if not res.redacted and not res.leaks:
+        c.out("no secrets found")
+    elif res.leaks:
+        c.out(c.style(f"{len(res.leaks)} secret(s) in clear: 'opal push' will refuse them; remove them with 'opal drop' or 'opal trim'", fg="red"))

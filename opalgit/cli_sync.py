@@ -243,9 +243,10 @@ def at(c: Ctx, rev: str, as_json: bool) -> None:
 @click.argument("remote_name", required=False, metavar="[REMOTE]")
 @click.argument("branch", required=False, metavar="[BRANCH]")
 @click.option("-f", "--force", is_flag=True, help="Overwrite the remote branch if it still holds what you last fetched.")
+@click.option("--allow-secrets", is_flag=True, help="Push even if a secret in clear is found (see 'opal secrets scan').")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
-def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, as_json: bool) -> None:
+def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, allow_secrets: bool, as_json: bool) -> None:
     """Push a state branch (default: the current one) and its code links to a remote.
 
     REMOTE defaults to the upstream remote of your current git branch, else origin.
@@ -254,7 +255,8 @@ def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, as_js
     push.namespace NAME' your branches go to NAME/BRANCH on remotes. A remote branch
     that someone else moved on is never overwritten: the push fails and says why
     (then 'opal pull'). --force overwrites it, only if it still holds what your last
-    fetch saw. The operation log stays local.
+    fetch saw. The operation log stays local. Everything the push would send is
+    scanned for secrets first; a secret in clear stops the push, naming the turns.
 
     \b
     Examples:
@@ -264,7 +266,7 @@ def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, as_js
       opal push --force           # after 'opal fetch', overwrite theirs
     """
     repo = c.repo()
-    res = remote.push(repo, os.environ, remote_name, branch, force=force)
+    res = remote.push(repo, os.environ, remote_name, branch, force=force, allow_secrets=allow_secrets)
     if as_json:
         c.json(res.to_json())
         return

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
-from . import adapters, sequence
+from . import adapters, redaction, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport
 from .budget import fit
 from .errors import ConflictError, UsageError
@@ -65,14 +65,21 @@ def _quote(s: str) -> str:
     return shlex.quote(s)
 
 
-def gather(repo: Repository, rev: str) -> tuple[bytes, list[ExportTurn], object, str | None]:
-    """The turns of a revision (cut after turn N for ``REV:N``), resolved and normalized."""
+def gather(repo: Repository, rev: str, *, with_secrets: bool = True) -> tuple[bytes, list[ExportTurn], object, str | None]:
+    """The turns of a revision (cut after turn N for ``REV:N``), resolved and normalized.
+
+    With ``with_secrets``, placeholders are replaced by the originals this machine's
+    vault holds (none on a teammate's clone).
+    """
     target = resolve(repo, rev)
     st = load_state(repo, target.oid)
     end = st.header.items
     if target.turn is not None:
         end = turn_item_index(repo, st, target.turn) + 1
     resolved = [turn_of(repo, si.item) for si in sequence.iter_items(repo.store, st.root, 0, end)]
+    mapping = redaction.secret_mapping(repo) if with_secrets else {}
+    if mapping:
+        resolved = [redaction.restore_turn(t, mapping) for t in resolved]
     turns = [ExportTurn(t, n) for t, n in zip(resolved, normals_of(resolved))]
     return target.oid, turns, st.header.session, target.branch
 
@@ -88,9 +95,10 @@ def export(
     reasoning: str = "drop",
     budget: int | None = None,
     session_id: str | None = None,
+    with_secrets: bool = True,
 ) -> ExportOutcome:
     adapter = adapters.get(to)
-    oid, turns, session, branch = gather(repo, rev)
+    oid, turns, session, branch = gather(repo, rev, with_secrets=with_secrets)
     folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
     if cwd is not None and not os.path.isdir(folder):
         raise UsageError(f"--cwd {cwd}: no such folder", hint="create it first, or pass the folder you will resume from")

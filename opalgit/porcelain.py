@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import adapters, oplog, sequence
+from . import adapters, oplog, redaction, sequence
 from .adapters.base import ReadResult, SessionFile, tail_hash
 from .errors import (
     InputError,
@@ -248,6 +248,21 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
                 result = None
     if result is None:
         result = ad.read(f.path)
+
+    # Secrets are replaced before anything is encoded, and their originals are in
+    # the local vault before any object that holds a placeholder is written.
+    r = redaction.redactor(repo)
+    if r is not None:
+        findings = []
+        for rec in result.records:
+            rec.turn, found = redaction.redact_turn(rec.turn, r)
+            findings.extend(found)
+        if result.session.title:
+            result.session.title, found = r.redact_text(result.session.title)
+            findings.extend(found)
+        if findings:
+            redaction.vault(repo).put(findings)
+            notes.append(f"{len({f.placeholder for f in findings})} secret(s) replaced by placeholders; the originals stay in this machine's vault")
 
     store = repo.store
     changes: dict[str, tuple[bytes | None, bytes | None]] = {}

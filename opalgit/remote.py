@@ -316,6 +316,7 @@ def push(
     branch: str | None = None,
     *,
     force: bool = False,
+    allow_secrets: bool = False,
 ) -> PushResult:
     """Push state branch ``branch`` (default: the current one) and its links to ``remote``.
 
@@ -331,6 +332,11 @@ def push(
     oid = repo.refs.get(branch_ref(local))
     if oid is None:
         raise RevisionError(f"branch {local} has no commits yet, so there is nothing to push", hint="run 'opal commit' first")
+    # Nothing leaves the machine with a secret in clear (say, committed before a rule
+    # existed): every state the push sends is scanned first.
+    from .redaction import gate
+
+    gate(repo, oid, allow=allow_secrets)
     dst = branch_ref(rb)
     track = tracking_ref(r.name, rb) if r.name else None
     tracked = repo.refs.get(track) if track else None

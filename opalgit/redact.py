@@ -1,0 +1,734 @@
+"""Finding secrets in session content and replacing them with stable placeholders.
+
+Pure: no pygit2, no environment, no printing. Porcelain calls it on every record
+before anything reaches the store; the originals go to the local vault
+(:mod:`opalgit.vault`), never into an object that can be pushed.
+
+* :class:`Rules` runs the detection rules: the built-in ones (catalogued in
+  :mod:`opalgit.secretrules`) plus a user's rules and allow-list from a TOML file
+  (:meth:`Rules.load`; the format is in ``docs/redaction.md``). Placeholders are
+  masked before any rule runs, so a placeholder never matches.
+* :class:`Redactor` replaces each secret *value* (never the key name or the text
+  around it) by ``opal-secret:<kind>:<12 hex>``, where the hex is an HMAC-SHA256 of
+  the secret under a per-repository key: the same secret gets the same placeholder
+  everywhere, and a placeholder does not expose a plain hash that could be
+  brute-forced. Redaction is idempotent: a text is redacted again until no rule
+  matches.
+* :func:`restore_text` / :func:`restore_value` put secrets back from a
+  placeholder -> secret mapping (the vault's); :func:`scan_text` /
+  :func:`scan_value` report what is still there (kind and position, never the
+  secret) for ``opal secrets scan`` and the push gate.
+
+Speed: every rule has keywords, and a text in which none occurs is skipped after a
+few C-level substring searches; :meth:`Redactor.redact_value` searches all strings
+of a record at once. Most rules are *anchored*: their regex is tried only where one
+of their keywords occurs, never scanned over the whole text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Iterator, Mapping, Union
+
+from .errors import InputError, UsageError
+from .secretrules import (
+    BUILTIN_NAMES,
+    BUILTIN_RULES,
+    KIND_RE,
+    MIN_TEXT,
+    PLACEHOLDER_PREFIX,
+    PLACEHOLDER_RE,
+    Rule,
+    key_kind,
+    keyed_value_ok,
+    pair_kind,
+    shannon_entropy,
+)
+
+__all__ = [
+    "PLACEHOLDER_RE",
+    "Finding",
+    "Hit",
+    "Redactor",
+    "Rule",
+    "Rules",
+    "find_placeholders",
+    "is_placeholder",
+    "key_kind",
+    "placeholders_in_value",
+    "restore_bytes",
+    "restore_text",
+    "restore_value",
+    "scan_text",
+    "scan_value",
+    "shannon_entropy",
+]
+
+# ------------------------------------------------------------------ placeholders
+
+_HASH_TAG = b"opal-secret-v1\0"
+
+Lookup = Union[Mapping[str, str], Callable[[str], Union[str, None]]]
+
+
+def find_placeholders(text: str) -> list[str]:
+    """Every placeholder in ``text``, in order (repeats included)."""
+    if PLACEHOLDER_PREFIX not in text:
+        return []
+    return [m.group(0) for m in PLACEHOLDER_RE.finditer(text)]
+
+
+def is_placeholder(text: str) -> bool:
+    return PLACEHOLDER_RE.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A secret that redaction replaced. The secret stays in memory, for the vault only
+    (it is left out of ``repr`` so that a log line cannot leak it)."""
+
+    kind: str
+    placeholder: str
+    secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A secret found by a scan: where it is, never what it is.
+
+    ``start``/``end`` index the string at ``path`` (dict keys and list indexes from
+    the scanned value's root; empty for :func:`scan_text`). ``in_key`` marks a secret
+    in a dict key rather than in its value. ``placeholder`` is what redaction would
+    put there, when the scan was made by a :class:`Redactor` that has a key.
+    """
+
+    kind: str
+    start: int
+    end: int
+    path: tuple = ()
+    in_key: bool = False
+    placeholder: str | None = None
+
+
+# ----------------------------------------------------------------------------- rules
+
+_USER_PRIORITY = 5
+_CACHE_MAX = 50_000
+
+
+class Rules:
+    """A detection rule set: built-in rules (minus disabled ones), user rules, an allow-list.
+
+    Immutable; build one with :meth:`default`, :meth:`load` or :meth:`extend`.
+    """
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        *,
+        allow_values: Iterable[str] = (),
+        allow_regexes: Iterable[Union[str, re.Pattern]] = (),
+        disable: Iterable[str] = (),
+    ) -> None:
+        self.disabled = frozenset(disable)
+        unknown = self.disabled - BUILTIN_NAMES
+        if unknown:
+            raise UsageError(f"no built-in secret rule is named {sorted(unknown)[0]!r}")
+        self.user_rules = tuple(rules)
+        chosen = [r for r in BUILTIN_RULES if r.name not in self.disabled] + list(self.user_rules)
+        self.rules = tuple(sorted(chosen, key=lambda r: r.priority))
+        self.kinds = frozenset(r.name for r in self.rules)
+        self.allow_values = frozenset(allow_values)
+        self.allow_regexes = tuple(re.compile(p) if isinstance(p, str) else p for p in allow_regexes)
+        lowered = [(r, tuple(k.lower() for k in r.keywords)) for r in self.rules]
+        self._always = [(i, r, ()) for i, (r, ks) in enumerate(lowered) if not ks]
+        # The prefilter: every keyword lower-cased, minus those that contain another
+        # (where "key" is absent, so is "accountkey="); each needle knows the rules
+        # whose keywords contain it, so a text wakes only the rules it could match.
+        words = {k for _, ks in lowered for k in ks}
+        self.needles = tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
+        self._by_needle: dict[str, list[tuple[int, Rule, tuple[str, ...]]]] = {n: [] for n in self.needles}
+        for i, (r, ks) in enumerate(lowered):
+            for n in self.needles:
+                if any(n in k for k in ks):
+                    self._by_needle[n].append((i, r, ks))
+        # Searched in UTF-8 bytes lower-cased (ASCII only): bytes.lower() and bytes.find
+        # are several times faster than their str twins on text that is not ASCII.
+        self._bytes_ok = all(n.isascii() for n in self.needles)
+        self._bneedles = tuple((n.encode(), n) for n in self.needles)
+        self.min_text = min([MIN_TEXT] + [r.min_length for r in self.user_rules])
+        self._clean: set[str] = set()  # short texts known to hold no secret
+        self._clean_keys: set[str] = set()
+
+    # -- construction --------------------------------------------------------------
+
+    @staticmethod
+    def default() -> "Rules":
+        """The built-in rules, nothing added, disabled or allowed."""
+        return _default_rules()
+
+    @staticmethod
+    def builtin() -> list[Rule]:
+        return list(BUILTIN_RULES)
+
+    @staticmethod
+    def load(text: str, *, source: str = "secrets.toml", additive_only: bool = False) -> "Rules":
+        """The built-in rules plus a rules file's (format: ``docs/redaction.md``).
+
+        ``additive_only`` refuses ``disable`` and ``[allow]``: for a file that someone
+        else may have written (one in a cloned work tree may add rules, never weaken
+        them). Errors raise :class:`~opalgit.errors.InputError` naming ``source``.
+        """
+        return _parse_config(text, source, None, additive_only)
+
+    def extend(self, text: str, *, source: str = "secrets.toml", additive_only: bool = False) -> "Rules":
+        """These rules plus another rules file's (to layer a shared file and a private one)."""
+        return _parse_config(text, source, self, additive_only)
+
+    def names(self) -> list[str]:
+        return [r.name for r in self.rules]
+
+    def allowed(self, secret: str) -> bool:
+        return secret in self.allow_values or any(p.search(secret) for p in self.allow_regexes)
+
+    # -- matching ------------------------------------------------------------------
+
+    def maybe(self, text: str) -> bool:
+        """False when no rule can match ``text`` (the cheap prefilter)."""
+        return len(text) >= self.min_text and (bool(self._always) or bool(self._present(text)))
+
+    def _present(self, text: str) -> list[str]:
+        """The needles that occur in ``text``."""
+        if self._bytes_ok:
+            low = text.encode("utf-8", "surrogatepass").lower()
+            return [n for b, n in self._bneedles if b in low]
+        low_s = text.lower()
+        return [n for n in self.needles if n in low_s]
+
+    def suspects(self, texts: list[str]) -> dict[int, list[str]]:
+        """The texts that may hold a secret (index -> needles found in it), searched in
+        one pass over all of them: each needle is looked for once in the joined texts,
+        so fifty short strings cost a few dozen C-level searches, not fifty Python ones.
+        """
+        if self._always:  # a rule without keywords looks at every text
+            return {i: self._present(t) for i, t in enumerate(texts) if len(t) >= self.min_text}
+        if not texts:
+            return {}
+        joined = "\0".join(texts)
+        if self._bytes_ok:
+            if joined.isascii():
+                low: Any = joined.encode("ascii").lower()
+                sizes = [len(t) for t in texts]
+            else:
+                encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+                low = b"\0".join(encoded).lower()
+                sizes = [len(e) for e in encoded]
+            needles: Iterable[tuple[Any, str]] = self._bneedles
+        else:
+            low = joined.lower()
+            if len(low) != len(joined):
+                return {i: p for i, t in enumerate(texts) if len(t) >= self.min_text and (p := self._present(t))}
+            sizes = [len(t) for t in texts]
+            needles = ((n, n) for n in self.needles)
+        starts = []
+        pos = 0
+        for size in sizes:
+            starts.append(pos)
+            pos += size + 1
+        out: dict[int, list[str]] = {}
+        last = len(starts) - 1
+        for needle, name in needles:
+            at = low.find(needle)
+            while at != -1:
+                i = bisect_right(starts, at) - 1
+                out.setdefault(i, []).append(name)
+                at = low.find(needle, starts[i + 1]) if i < last else -1
+        return {i: p for i, p in out.items() if len(texts[i]) >= self.min_text and texts[i] not in self._clean}
+
+    def key_suspect(self, key: str) -> bool:
+        """Whether a dict key holds a secret, memoized: keys come from a small vocabulary."""
+        if key in self._clean_keys:
+            return False
+        if self.find(key):
+            return True  # not memoized: the memo keeps only keys without a secret
+        if len(self._clean_keys) > _CACHE_MAX:
+            self._clean_keys.clear()
+        self._clean_keys.add(key)
+        return False
+
+    def find(self, text: str, present: list[str] | None = None) -> list[tuple[int, int, str]]:
+        """Non-overlapping secrets in ``text`` as ``(start, end, kind)``; placeholders are
+        never matched, nor is anything overlapping one. ``present``: the needles known
+        to occur in ``text`` (from :meth:`suspects`), to save looking again."""
+        if len(text) < self.min_text or text in self._clean:
+            return []
+        if present is None:
+            present = self._present(text)
+        if not present and not self._always:
+            return []
+        low = text.lower()
+        masked = text
+        spans: list[tuple[int, int]] = []
+        if PLACEHOLDER_PREFIX in text:
+            spans = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
+            if spans:
+                # A same-length mask keeps positions; NUL is in no rule's character set.
+                parts, pos = [], 0
+                for a, b in spans:
+                    parts += [text[pos:a], "\0" * (b - a)]
+                    pos = b
+                parts.append(text[pos:])
+                masked = "".join(parts)
+                low = masked.lower()
+        if len(low) != len(masked):  # lower() changed a length (rare Unicode): keep positions
+            low = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in masked)
+        active = {i: (r, ks) for n in present for i, r, ks in self._by_needle[n]}
+        active.update({i: (r, ks) for i, r, ks in self._always})
+        where: dict[str, list[int]] = {}  # keyword -> its positions, shared by the rules
+
+        def positions(word: str) -> list[int]:
+            found = where.get(word)
+            if found is None:
+                found = where[word] = _positions(low, word)
+            return found
+
+        cands = []
+        for i in sorted(active):
+            rule, words = active[i]
+            if rule.anchored:
+                starts = sorted({p - rule.back for w in words for p in positions(w) if p >= rule.back})
+                if not starts:
+                    continue
+                matches: Iterable[Any] = (rule.regex.match(masked, p) for p in starts)
+            elif words and not any(positions(w) for w in words):
+                continue
+            else:
+                matches = rule.regex.finditer(masked)
+            reach = -1  # an anchored rule does not match again inside its own match
+            for m in matches:
+                if m is None or m.start() < reach:
+                    continue
+                a, b = rule.span(m)
+                if a < 0 or b <= a or not rule.accepts(masked, m, a, b):
+                    continue
+                if spans and "\0" in masked[a:b] and any(x < b and a < y for x, y in spans):
+                    continue
+                if (self.allow_values or self.allow_regexes) and self.allowed(masked[a:b]):
+                    continue
+                reach = m.end()
+                cands.append((rule.priority, a, a - b, rule.name))
+        if not cands:
+            if len(text) < 200:
+                if len(self._clean) > _CACHE_MAX:
+                    self._clean.clear()
+                self._clean.add(text)
+            return []
+        cands.sort()
+        chosen: list[tuple[int, int, str]] = []
+        for _, a, neg, kind in cands:
+            b = a - neg
+            if all(b <= x or y <= a for x, y, _ in chosen):
+                chosen.append((a, b, kind))
+        chosen.sort()
+        return chosen
+
+    def keyed_secret(self, kind: str, value: str) -> bool:
+        """Whether a whole string under a key that names a secret is the secret."""
+        return kind in self.kinds and keyed_value_ok(kind, value) and not self.allowed(value)
+
+
+def _positions(low: str, word: str) -> list[int]:
+    out = []
+    at = low.find(word)
+    while at != -1:
+        out.append(at)
+        at = low.find(word, at + 1)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _default_rules() -> Rules:
+    return Rules()
+
+
+_RULE_KEYS = {"name", "regex", "group", "entropy", "min_length", "min_classes", "keywords", "description"}
+
+
+def _parse_config(text: str, source: str, base: Rules | None, additive_only: bool) -> Rules:
+    def fail(msg: str, hint: str | None = None) -> InputError:
+        return InputError(msg, path=source, hint=hint or "see docs/redaction.md for the format of this file")
+
+    try:
+        import tomllib  # Python 3.11+
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10 uses the tomli backport
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise fail(f"not valid TOML: {exc}") from None
+    unknown = set(doc) - {"version", "disable", "rule", "allow"}
+    if unknown:
+        raise fail(f"unknown setting {sorted(unknown)[0]!r}")
+    if doc.get("version", 1) != 1:
+        raise fail(f"rules file version {doc.get('version')!r}; this opal reads version 1")
+    disable = doc.get("disable", [])
+    allow = doc.get("allow", {})
+    if additive_only and (disable or allow):
+        raise fail(
+            "this rules file may only add rules, not 'disable' them or '[allow]' values",
+            hint="put allow-lists and disabled rules in <git-common-dir>/opal/secrets.toml",
+        )
+    if not (isinstance(disable, list) and all(isinstance(d, str) for d in disable)):
+        raise fail("'disable' must be a list of rule names")
+    for name in disable:
+        if name not in BUILTIN_NAMES:
+            raise fail(
+                f"'disable' names no built-in rule: {name!r}",
+                hint="the built-in rules: " + ", ".join(sorted(BUILTIN_NAMES)),
+            )
+    if not isinstance(allow, dict) or set(allow) - {"values", "regexes"}:
+        raise fail("'[allow]' takes 'values' and 'regexes'")
+    values = allow.get("values", [])
+    regexes = allow.get("regexes", [])
+    if not (
+        isinstance(values, list) and isinstance(regexes, list) and all(isinstance(v, str) for v in values + regexes)
+    ):
+        raise fail("'[allow]' values and regexes must be lists of strings")
+    compiled_allow = []
+    for pattern in regexes:
+        try:
+            compiled_allow.append(re.compile(pattern))
+        except re.error as exc:
+            raise fail(f"the allow regex {pattern!r} does not compile: {exc}") from None
+    rules = list(base.user_rules) if base else []
+    taken = {r.name for r in rules} | BUILTIN_NAMES
+    entries = doc.get("rule", [])
+    if not isinstance(entries, list):
+        raise fail("rules are written as [[rule]] tables")
+    for n, entry in enumerate(entries, 1):
+        rules.append(_parse_rule(entry, n, taken, fail))
+        taken.add(rules[-1].name)
+    return Rules(
+        rules,
+        allow_values=(base.allow_values if base else frozenset()) | set(values),
+        allow_regexes=list(base.allow_regexes if base else ()) + compiled_allow,
+        disable=(base.disabled if base else frozenset()) | set(disable),
+    )
+
+
+def _parse_rule(entry: Any, n: int, taken: set, fail: Callable[..., InputError]) -> Rule:
+    if not isinstance(entry, dict):
+        raise fail(f"rule {n} is not a table")
+    extra = set(entry) - _RULE_KEYS
+    if extra:
+        raise fail(f"rule {n}: unknown setting {sorted(extra)[0]!r}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not KIND_RE.fullmatch(name) or len(name) > 40:
+        raise fail(f"rule {n}: 'name' must be lower-case letters, digits and '-' (at most 40), not {name!r}")
+    if name in taken:
+        raise fail(f"rule {n}: the name {name!r} is already taken")
+    pattern = entry.get("regex")
+    if not isinstance(pattern, str) or not pattern:
+        raise fail(f"rule {name!r}: 'regex' is required")
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise fail(f"rule {name!r}: the regex does not compile: {exc}") from None
+    group = entry.get("group", 0)
+    if isinstance(group, bool) or not isinstance(group, (int, str)):
+        raise fail(f"rule {name!r}: 'group' is a group number or name")
+    if isinstance(group, int) and not 0 <= group <= regex.groups:
+        raise fail(f"rule {name!r}: the regex has no group {group}")
+    if isinstance(group, str) and group not in regex.groupindex:
+        raise fail(f"rule {name!r}: the regex has no group named {group!r}")
+    entropy = entry.get("entropy")
+    if entropy is not None and (isinstance(entropy, bool) or not isinstance(entropy, (int, float))):
+        raise fail(f"rule {name!r}: 'entropy' is a number (bits per character)")
+    ints = {}
+    for key, default in (("min_length", 1), ("min_classes", 0)):
+        v = entry.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise fail(f"rule {name!r}: {key!r} is a non-negative integer")
+        ints[key] = v
+    keywords = entry.get("keywords", [])
+    if not (isinstance(keywords, list) and all(isinstance(k, str) and k for k in keywords)):
+        raise fail(f"rule {name!r}: 'keywords' is a list of non-empty strings")
+    return Rule(
+        name,
+        regex,
+        group,
+        keywords=tuple(keywords),
+        entropy=float(entropy) if entropy is not None else None,
+        min_length=max(1, ints["min_length"]),
+        min_classes=ints["min_classes"],
+        priority=_USER_PRIORITY,
+        description=str(entry.get("description", "")),
+    )
+
+
+# -------------------------------------------------------------------------- redactor
+
+
+class Redactor:
+    """Replaces secrets with placeholders keyed by a per-repository HMAC key.
+
+    Without a ``key`` a redactor can scan but not redact. Use one redactor per
+    command: it memoizes placeholders, so it holds secrets in memory while it lives.
+    """
+
+    def __init__(self, rules: Rules | None = None, key: bytes | None = None) -> None:
+        if key is not None and (not isinstance(key, bytes) or len(key) < 16):
+            raise UsageError("a redaction key is at least 16 random bytes")
+        self.rules = rules if rules is not None else Rules.default()
+        self._key = key
+        self._memo: dict[tuple[str, str], str] = {}
+
+    def placeholder(self, kind: str, secret: str) -> str:
+        """The placeholder for ``secret``; its hex part depends on the secret alone."""
+        ph = self._memo.get((kind, secret))
+        if ph is None:
+            if self._key is None:
+                raise UsageError("this redactor has no key: it can scan but not redact")
+            mac = hmac.new(self._key, _HASH_TAG + secret.encode("utf-8", "surrogatepass"), hashlib.sha256)
+            ph = f"{PLACEHOLDER_PREFIX}{kind}:{mac.hexdigest()[:12]}"
+            self._memo[(kind, secret)] = ph
+        return ph
+
+    # -- text ----------------------------------------------------------------------
+
+    def redact_text(self, text: str) -> tuple[str, list[Finding]]:
+        """``text`` with every secret replaced, and the findings (one per distinct
+        placeholder, in order). Returns ``text`` itself when nothing was found."""
+        found: dict[str, Finding] = {}
+        return self._text(text, found), list(found.values())
+
+    def redact_bytes(self, data: bytes) -> tuple[bytes, list[Finding]]:
+        """The same on raw bytes (a stored line that is not JSON); bytes that are not
+        UTF-8 pass through unchanged. Returns ``data`` itself when nothing was found."""
+        text = data.decode("utf-8", "surrogateescape")
+        out, findings = self.redact_text(text)
+        return (data if out is text else out.encode("utf-8", "surrogateescape")), findings
+
+    def _text(self, text: str, found: dict[str, Finding], present: list[str] | None = None) -> str:
+        out = text
+        # Again until nothing matches: replacing one secret can change what a rule sees
+        # next to it. This is what makes redaction idempotent.
+        while True:
+            spans = self.rules.find(out, present)
+            present = None
+            if not spans:
+                return out
+            parts, pos = [], 0
+            for a, b, kind in spans:
+                secret = out[a:b]
+                ph = self.placeholder(kind, secret)
+                if ph not in found:
+                    found[ph] = Finding(kind, ph, secret)
+                parts += [out[pos:a], ph]
+                pos = b
+            parts.append(out[pos:])
+            out = "".join(parts)
+
+    # -- JSON values -----------------------------------------------------------------
+
+    def redact_value(self, value: Any) -> tuple[Any, list[Finding]]:
+        """A JSON value (dicts, lists, strings) with every secret replaced.
+
+        Dict key order is kept and keys are redacted too; numbers, booleans, ``None``,
+        bytes and :class:`~opalgit.codec.PayloadRef` are left alone. A string under a
+        key that names a secret (``"password"``, ``"apiKey"``, or ``"value"`` beside
+        ``"name": "API_TOKEN"``) is replaced whole if it passes that kind's tests.
+        Whatever holds no secret is returned as the same object, so ``new is value``
+        tells that nothing was found.
+        """
+        strings: list[str] = []
+        keys: list[str] = []
+        keyed = _collect(value, strings, keys)
+        suspects = self.rules.suspects(strings)
+        if not suspects and not keyed and not any(map(self.rules.key_suspect, keys)):
+            return value, []
+        found: dict[str, Finding] = {}
+        flags = iter([suspects.get(i) for i in range(len(strings))])
+        return self._walk(value, found, flags), list(found.values())
+
+    def _walk(self, v: Any, found: dict[str, Finding], flags: Iterator[list[str] | None]) -> Any:
+        # ``flags`` gives, string by string in the order _collect met them, the needles
+        # the prefilter found in it, or None: then the string is kept without a look.
+        if isinstance(v, str):
+            p = next(flags)
+            return v if p is None else self._text(v, found, p)
+        if isinstance(v, dict):
+            changed = False
+            out = {}
+            paired = pair_kind(v)
+            for k, x in v.items():
+                nk = self._text(k, found) if isinstance(k, str) and self.rules.key_suspect(k) else k
+                if isinstance(x, str):
+                    p = next(flags)
+                    nx = x if p is None else self._text(x, found, p)
+                    if nx is x:
+                        kind = paired if k == "value" else (key_kind(nk) if isinstance(nk, str) else None)
+                        if kind and self.rules.keyed_secret(kind, x):
+                            ph = self.placeholder(kind, x)
+                            found.setdefault(ph, Finding(kind, ph, x))
+                            nx = ph
+                else:
+                    nx = self._walk(x, found, flags)
+                out[nk] = nx
+                changed = changed or nk is not k or nx is not x
+            return out if changed else v
+        if isinstance(v, (list, tuple)):
+            items = [self._walk(x, found, flags) for x in v]
+            if all(a is b for a, b in zip(items, v, strict=True)):
+                return v
+            return items if isinstance(v, list) else tuple(items)
+        return v  # numbers, booleans, None, bytes, PayloadRef (scan a payload with scan_text)
+
+    # -- scanning --------------------------------------------------------------------
+
+    def scan_text(self, text: str) -> list[Hit]:
+        """Secrets still in ``text`` (placeholders ignored): kind and position only."""
+        return [self._hit(kind, a, b, text[a:b]) for a, b, kind in self.rules.find(text)]
+
+    def scan_bytes(self, data: bytes) -> list[Hit]:
+        """The same on bytes (a payload blob, a stored line); positions index the text
+        decoded as UTF-8 with ``surrogateescape``."""
+        return self.scan_text(data.decode("utf-8", "surrogateescape"))
+
+    def scan_value(self, value: Any) -> list[Hit]:
+        """Secrets still in a JSON value, with the path of each string that holds one."""
+        strings: list[str] = []
+        keys: list[str] = []
+        keyed = _collect(value, strings, keys)
+        suspects = self.rules.suspects(strings)
+        hits: list[Hit] = []
+        if suspects or keyed or any(map(self.rules.key_suspect, keys)):
+            self._scan(value, (), hits, iter([suspects.get(i) for i in range(len(strings))]))
+        return hits
+
+    def _scan(self, v: Any, path: tuple, hits: list[Hit], flags: Iterator[list[str] | None]) -> None:
+        if isinstance(v, str):
+            p = next(flags)
+            if p is not None:
+                hits += [self._hit(kind, a, b, v[a:b], path) for a, b, kind in self.rules.find(v, p)]
+        elif isinstance(v, dict):
+            paired = pair_kind(v)
+            for k, x in v.items():
+                if isinstance(k, str) and self.rules.key_suspect(k):
+                    hits += [self._hit(kind, a, b, k[a:b], path + (k,), True) for a, b, kind in self.rules.find(k)]
+                if isinstance(x, str):
+                    p = next(flags)
+                    found = [] if p is None else self.rules.find(x, p)
+                    hits += [self._hit(kind, a, b, x[a:b], path + (k,)) for a, b, kind in found]
+                    if not found:
+                        kind = paired if k == "value" else (key_kind(k) if isinstance(k, str) else None)
+                        if kind and self.rules.keyed_secret(kind, x):
+                            hits.append(self._hit(kind, 0, len(x), x, path + (k,)))
+                else:
+                    self._scan(x, path + (k,), hits, flags)
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                self._scan(x, path + (i,), hits, flags)
+
+    def _hit(self, kind: str, a: int, b: int, secret: str, path: tuple = (), in_key: bool = False) -> Hit:
+        ph = self.placeholder(kind, secret) if self._key is not None else None
+        return Hit(kind, a, b, path, in_key, ph)
+
+
+def _collect(value: Any, out: list[str], keys: list[str]) -> bool:
+    """Append the string values of a JSON value in walk order to ``out`` and its dict
+    keys to ``keys``; True if some string sits under a key that names a secret."""
+    keyed = False
+    if isinstance(value, dict):
+        if "value" in value and pair_kind(value):
+            keyed = True
+        for k, x in value.items():
+            if isinstance(k, str):
+                keys.append(k)
+            if isinstance(x, str):
+                out.append(x)
+                if isinstance(k, str) and key_kind(k):
+                    keyed = True
+            elif isinstance(x, (dict, list, tuple)) and _collect(x, out, keys):
+                keyed = True
+    elif isinstance(value, (list, tuple)):
+        for x in value:
+            if isinstance(x, str):
+                out.append(x)
+            elif isinstance(x, (dict, list, tuple)) and _collect(x, out, keys):
+                keyed = True
+    elif isinstance(value, str):
+        out.append(value)
+    return keyed
+
+
+def scan_text(text: str, rules: Rules | None = None) -> list[Hit]:
+    """Secrets in ``text`` by kind and position (placeholders ignored; never the secret)."""
+    return Redactor(rules).scan_text(text)
+
+
+def scan_value(value: Any, rules: Rules | None = None) -> list[Hit]:
+    """Secrets in a JSON value, by kind, path and position (never the secret)."""
+    return Redactor(rules).scan_value(value)
+
+
+# --------------------------------------------------------------------------- restore
+
+
+def _getter(lookup: Lookup) -> Callable[[str], Union[str, None]]:
+    if isinstance(lookup, Mapping):
+        return lookup.get
+    return lookup
+
+
+def restore_text(text: str, lookup: Lookup) -> str:
+    """``text`` with every known placeholder replaced by its secret; unknown ones stay."""
+    if PLACEHOLDER_PREFIX not in text:
+        return text
+    get = _getter(lookup)
+
+    def sub(m: "re.Match[str]") -> str:
+        secret = get(m.group(0))
+        return m.group(0) if secret is None else secret
+
+    return PLACEHOLDER_RE.sub(sub, text)
+
+
+def restore_bytes(data: bytes, lookup: Lookup) -> bytes:
+    """:func:`restore_text` on bytes; bytes that are not UTF-8 pass through unchanged."""
+    if PLACEHOLDER_PREFIX.encode() not in data:
+        return data
+    return restore_text(data.decode("utf-8", "surrogateescape"), lookup).encode("utf-8", "surrogateescape")
+
+
+def restore_value(value: Any, lookup: Lookup) -> Any:
+    """A JSON value with its secrets put back (keys included): the inverse of
+    :meth:`Redactor.redact_value` given the vault's mapping."""
+    get = _getter(lookup)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return restore_text(v, get)
+        if isinstance(v, dict):
+            return {(walk(k) if isinstance(k, str) else k): walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(walk(x) for x in v)
+        return v
+
+    return walk(value)
+
+
+def placeholders_in_value(value: Any) -> list[str]:
+    """Every placeholder in a JSON value, keys included (what ``opal secrets scan``
+    lists as redacted)."""
+    strings: list[str] = []
+    keys: list[str] = []
+    _collect(value, strings, keys)
+    return [ph for s in keys + strings for ph in find_placeholders(s)]

@@ -1,0 +1,579 @@
+"""The catalogue of secrets: what counts as one, and how each kind is recognized.
+
+Pure: no pygit2, no environment, no printing. :mod:`opalgit.redact` holds the
+engine (:class:`opalgit.redact.Rules`) that runs these rules and the redactor that
+replaces what they find.
+
+* :data:`BUILTIN_RULES`: well-known token formats (each with its prefix, length and
+  alphabet), private key blocks, URLs with passwords, ``.env`` lines whose key
+  names a secret, and ``key: value`` assignments gated by an entropy test so that
+  stand-ins such as ``changeme``, ``${VAR}`` or ``<your-key>`` are left alone. Each
+  is a :class:`Rule`: a regex, the group that is the secret, the keywords that must
+  occur for the rule to run (and, for an *anchored* rule, where its regex is
+  tried), and the tests a value must pass.
+* :func:`key_kind` / :func:`pair_kind`: whether a key name (``DB_PASSWORD``,
+  ``apiKey``) says that its value is a secret.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Union
+
+__all__ = [
+    "BUILTIN_NAMES",
+    "BUILTIN_RULES",
+    "PLACEHOLDER_PREFIX",
+    "PLACEHOLDER_RE",
+    "Rule",
+    "key_kind",
+    "keyed_value_ok",
+    "pair_kind",
+    "shannon_entropy",
+]
+
+PLACEHOLDER_PREFIX = "opal-secret:"
+_KIND_PATTERN = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+KIND_RE = re.compile(_KIND_PATTERN)
+#: A placeholder: plain ASCII without quotes, backslashes, ``$``, globs or spaces, so
+#: it is safe unquoted in JSON strings, shell words, URLs and ``.env`` values. The hex
+#: part has a fixed length, so a placeholder followed by more letters still parses.
+PLACEHOLDER_RE = re.compile(r"opal-secret:(" + _KIND_PATTERN + r"):([0-9a-f]{12})")
+
+# ---------------------------------------------------------------------- value tests
+
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_KEYCHARS = _ALNUM | frozenset("_.-")
+_ENV_KEYCHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def shannon_entropy(s: str) -> float:
+    """Shannon entropy of ``s`` in bits per character."""
+    n = len(s)
+    if n == 0:
+        return 0.0
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def _classes(s: str) -> int:
+    """How many of lower case, upper case and digits ``s`` uses."""
+    return any("a" <= c <= "z" for c in s) + any("A" <= c <= "Z" for c in s) + any("0" <= c <= "9" for c in s)
+
+
+_COMMON_VALUES = frozenset(
+    """password passwd pass pwd secret secrets token changeme change_me changeit example sample
+    test testing dummy fake none null nil true false undefined redacted hidden placeholder todo tbd
+    foo bar foobar baz qux xxx password1 mypassword mysecret yourpassword secretkey apikey api_key
+    your_api_key access_token""".split()
+)
+_TEMPLATE_RE = re.compile(r"^\$|\$\{|\$\(|\{\{|\}\}|%\(|%s|<[^<>]*>|\.\.\.|\*\*\*")
+_FAKE_RE = re.compile(
+    r"(?i)your|example|sample|dummy|placeholder|changeme|redacted|insert.?here|replace.?me|xxxx|(.)\1{5}"
+)
+# A code reference (``process.env.API_KEY``, ``self.password``, ``get_key()``): segments
+# that read as words (lower, UPPER, camelCase, PascalCase), unlike a random password.
+_SEGMENT = r"(?:_*[a-z]+(?:_[a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+)+)[0-9]?"
+_REFERENCE_RE = re.compile(_SEGMENT + r"(?:\." + _SEGMENT + r")+(?:\(\))?|" + _SEGMENT + r"\(\)")
+
+
+def _fake_token(v: str) -> bool:
+    """A token-shaped stand-in from documentation (``ghp_xxxx…``, ``…EXAMPLE``, ``<your-key>``)."""
+    return _FAKE_RE.search(v) is not None
+
+
+def _placeholder_value(v: str) -> bool:
+    """An assigned value that is a template, a reference or a stand-in, not a secret."""
+    return (
+        v.lower() in _COMMON_VALUES
+        or _fake_token(v)
+        or _TEMPLATE_RE.search(v) is not None
+        or len(set(v)) < 4
+        or _REFERENCE_RE.fullmatch(v) is not None
+    )
+
+
+# ------------------------------------------------------------------------- key names
+
+_WORDS_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_SECRET_PARTS = frozenset(
+    "password passwd passphrase pwd pass secret token apikey credential credentials auth "
+    "authorization privatekey accesskey secretkey".split()
+)
+_PASSWORD_PARTS = frozenset("password passwd passphrase pwd pass".split())
+#: ``X_key`` names whose value is a secret (``api_key``); ``sort_key`` or ``cache_key`` are not.
+_KEY_QUALIFIERS = frozenset(
+    "api access secret private signing encryption encrypt decryption master client auth account "
+    "storage service app admin session subscription license shared webhook consumer deploy ssh "
+    "hmac jwt oauth bot integration management root".split()
+)
+#: A last name part that makes the value metadata about a secret, not the secret.
+_NOT_SECRET_LAST = frozenset(
+    "id ids type types path paths file files dir directory url uri urls endpoint host name names "
+    "length len ttl expiry expires expiration expire timeout count size enabled enable disabled "
+    "prefix suffix header field alg algorithm hint required min max policy format version env var "
+    "variable rotation at in on by limit limits mode status label kind usage used fingerprint "
+    "location provider store source scope scopes method index idx arn ref reference regex pattern "
+    "placeholder example description desc help text prompt manager strategy class handler cmd "
+    "command flag option options config server issuer audience created updated tokens".split()
+)
+_NEVER_PARTS = frozenset("public publishable pub".split())
+
+
+@lru_cache(maxsize=8192)
+def key_kind(name: str, env: bool = False) -> str | None:
+    """``"password"`` or ``"generic-secret"`` if a key name says its value is a secret.
+
+    ``env`` applies the looser ``.env`` convention that any ``…_KEY`` is a secret.
+    """
+    if PLACEHOLDER_PREFIX in name or len(name) > 80:
+        return None
+    parts = [p.lower() for p in _WORDS_RE.findall(name)]
+    if not parts or parts[-1] in _NOT_SECRET_LAST or _NEVER_PARTS.intersection(parts):
+        return None
+    if _PASSWORD_PARTS.intersection(parts):
+        return "password"
+    if _SECRET_PARTS.intersection(parts):
+        return "generic-secret"
+    if parts[-1] == "key" and len(parts) >= 2 and (env or parts[-2] in _KEY_QUALIFIERS):
+        return "generic-secret"
+    if "".join(parts).endswith(("apikey", "accesskey", "secretkey", "privatekey", "authtoken")):
+        return "generic-secret"
+    return None
+
+
+# ----------------------------------------------------------------------------- rules
+
+Check = Callable[[str, "re.Match[str]", int, int], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One detection rule; its ``name`` is the kind shown in placeholders and scans.
+
+    A rule runs on a text only if one of its ``keywords`` occurs in it (compared
+    case-insensitively); a rule without keywords runs on every text. An
+    ``anchored`` rule's regex is tried only where a keyword occurs, ``back``
+    characters before it; otherwise it is scanned over the whole text. The secret is
+    ``group`` of the match (a number, a name, or a tuple of names of which the first
+    that took part counts).
+    """
+
+    name: str
+    regex: re.Pattern
+    group: Union[int, str, tuple] = 0
+    keywords: tuple = ()
+    anchored: bool = False
+    back: int = 0
+    entropy: float | None = None  # minimum Shannon entropy, bits per character
+    min_length: int = 1
+    min_classes: int = 0  # of lower case, upper case, digits
+    priority: int = 50  # lower wins when two matches overlap
+    edges: bool = False  # the secret may not be glued to letters or digits
+    fake_filter: str = ""  # "token": skip stand-ins like ghp_xxxx; "value": templates, references too
+    check: Check | None = None  # built-ins: one more test on (text, match, start, end)
+    builtin: bool = False
+    description: str = ""
+
+    def span(self, m: "re.Match[str]") -> tuple[int, int]:
+        group = self.group
+        if isinstance(group, tuple):
+            for g in group:
+                if m.group(g) is not None:
+                    return m.span(g)
+            return (-1, -1)
+        return m.span(group)
+
+    def accepts(self, text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+        secret = text[a:b]
+        if len(secret) < self.min_length:
+            return False
+        if self.edges and not (_left_ok(text, a) and (b >= len(text) or text[b] not in _ALNUM)):
+            return False
+        if self.min_classes and _classes(secret) < self.min_classes:
+            return False
+        if self.entropy is not None and shannon_entropy(secret) < self.entropy:
+            return False
+        if self.fake_filter == "token" and _fake_token(secret):
+            return False
+        if self.fake_filter == "value" and _placeholder_value(secret):
+            return False
+        return self.check is None or self.check(text, m, a, b)
+
+
+def _left_ok(text: str, i: int) -> bool:
+    """Nothing glued on the left, except a JSON escape such as ``\\n`` just before."""
+    return i == 0 or text[i - 1] not in _ALNUM or (i >= 2 and text[i - 2] == "\\")
+
+
+def _key_before(text: str, m: "re.Match[str]", kw_group: str = "kw") -> str:
+    """The whole key name around a keyword: ``aws_secret_access_key`` from ``secret``."""
+    k0 = m.start(kw_group)
+    stop = max(0, k0 - 60)
+    while k0 > stop and text[k0 - 1] in _KEYCHARS:
+        k0 -= 1
+    return text[k0 : m.end("rest")]
+
+
+def _env_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+    k0 = m.start("kw")
+    stop = max(0, k0 - 60)
+    while k0 > stop and text[k0 - 1] in _ENV_KEYCHARS:
+        k0 -= 1
+    key = text[k0 : m.end("rest")]
+    if not key[0].isalpha() or (k0 > 0 and (text[k0 - 1] in "$." or not _left_ok(text, k0))):
+        return False
+    if key_kind(key, env=True) is None:
+        return False
+    value = text[a:b]
+    return not (value.isdigit() and len(value) < 12)
+
+
+def _pair_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+    return _left_ok(text, m.start()) and key_kind(m.group("name"), env=True) is not None
+
+
+def _assignment_check(kind: str) -> Check:
+    def check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+        key = _key_before(text, m)
+        if m.group("op") == " " and not key.startswith("-"):
+            return False  # "token abc" in prose; only "--token abc" on a command line
+        return key_kind(key.lstrip("-.")) == kind
+
+    return check
+
+
+def _aws_secret_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+    key = _key_before(text, m).lower()
+    return "aws" in key or "access" in key
+
+
+def _url_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+    s = m.start()
+    return s > 0 and text[s - 1] in _ALNUM  # a scheme before "://"
+
+
+def _basic_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+    s = m.start()
+    return not text.startswith("-u", s) or (s > 0 and text[s - 1].isspace())
+
+
+def _sas_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
+    return "sv=" in text
+
+
+_Q = r"(?:\\{0,3}[\"'])?\]?"  # a closing quote (maybe escaped: JSON in JSON) or subscript
+_OP = r"\s{0,4}(?::=|=>|[:=])\s{0,4}"
+_VALUE = (
+    r"(?:(?P<q>\\{0,3}[\"'`])(?P<qv>[^\"'`\\\s]{1,300})(?P=q)"
+    r"|(?P<uv>[A-Za-z0-9_\-+/=.~!@%^*]{1,300})(?=[\s,;'\"`)}\]\\]|$))"
+)
+
+
+def _assignment_regex(words: str) -> re.Pattern:
+    return re.compile(
+        r"(?ai:(?P<kw>" + words + r"))(?P<rest>[A-Za-z0-9_.\-]{0,40}?)" + _Q + r"(?P<op>" + _OP + r"|[ ])" + _VALUE
+    )
+
+
+_PEM_CLASS = r"(?:[A-Za-z0-9+/=\s:,\\]|-(?!----))"
+_PEM_RE = re.compile(
+    r"-----BEGIN (?P<label>(?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:\s|\\[rn])*"
+    r"(?:(?P<body>" + _PEM_CLASS + r"{16,20000}?)(?:\s|\\[rn])*-----END (?P=label)PRIVATE KEY(?: BLOCK)?-----"
+    r"|(?P<cut>[A-Za-z0-9+/=]{16,}(?:(?:\s|\\[rn])+[A-Za-z0-9+/=]{16,})*))"
+)
+
+_TOKEN = dict(anchored=True, edges=True, fake_filter="token", builtin=True, priority=10)
+_ASSIGNED = dict(fake_filter="value", builtin=True)
+
+
+def _builtin_rules() -> list[Rule]:
+    c = re.compile
+    return [
+        Rule(
+            "private-key",
+            _PEM_RE,
+            ("body", "cut"),
+            keywords=("-----BEGIN ",),
+            anchored=True,
+            priority=0,
+            builtin=True,
+            description="PEM private key blocks (RSA, EC, DSA, OpenSSH, PKCS#8, PGP), also inside JSON",
+        ),
+        Rule(
+            "aws-access-key-id",
+            c(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}"),
+            keywords=("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+            **_TOKEN,
+            description="AWS access key ids (AKIA…, ASIA…)",
+        ),
+        Rule(
+            "aws-secret-access-key",
+            c(
+                r"(?ai:(?P<kw>secret)(?P<rest>_?(?:access_?)?key))"
+                + _Q
+                + _OP
+                + _Q
+                + r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+            ),
+            "s",
+            keywords=("secret",),
+            min_classes=2,
+            check=_aws_secret_check,
+            **_TOKEN,
+            description='AWS secret access keys in assignments (aws_secret_access_key=, "SecretAccessKey":)',
+        ),
+        Rule(
+            "gcp-api-key",
+            c(r"AIza[0-9A-Za-z_\-]{35}"),
+            keywords=("AIza",),
+            **_TOKEN,
+            description="Google API keys (AIza…)",
+        ),
+        Rule(
+            "azure-storage-key",
+            c(r"AccountKey=(?P<s>[A-Za-z0-9+/]{86,88}={0,2})"),
+            "s",
+            keywords=("AccountKey=",),
+            **_TOKEN,
+            description="Azure storage account keys (connection strings: AccountKey=…)",
+        ),
+        Rule(
+            "azure-shared-access-key",
+            c(r"SharedAccessKey=(?P<s>[A-Za-z0-9+/]{42,44}={0,2})"),
+            "s",
+            keywords=("SharedAccessKey=",),
+            **_TOKEN,
+            description="Azure Service Bus / Event Hubs shared access keys",
+        ),
+        Rule(
+            "azure-sas-signature",
+            c(r"[?&;]sig=(?P<s>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
+            "s",
+            keywords=("sig=",),
+            back=1,
+            min_classes=2,
+            check=_sas_check,
+            **_TOKEN,
+            description="the signature of Azure shared access signature URLs (sv=…&sig=…)",
+        ),
+        Rule(
+            "azure-client-secret",
+            c(r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}"),
+            keywords=("Q~",),
+            back=4,
+            **_TOKEN,
+            description="Azure AD / Entra ID client secrets (…8Q~…)",
+        ),
+        Rule(
+            "github-token",
+            c(r"gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255}"),
+            keywords=("gh", "github_pat_"),
+            **_TOKEN,
+            description="GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)",
+        ),
+        Rule(
+            "gitlab-token",
+            c(r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas)-[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]+)*"),
+            keywords=("gl",),
+            **_TOKEN,
+            description="GitLab tokens (glpat-, gldt-, glrt-, …)",
+        ),
+        Rule(
+            "slack-token",
+            c(r"xox[abposre]-[A-Za-z0-9\-]{10,250}|xapp-[0-9]-[A-Za-z0-9\-]{10,250}"),
+            keywords=("xox", "xapp-"),
+            **_TOKEN,
+            description="Slack tokens (xoxb-, xoxp-, xoxa-, xapp-, …)",
+        ),
+        Rule(
+            "slack-webhook",
+            c(r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/(?P<s>[A-Za-z0-9]{20,})"),
+            "s",
+            keywords=("hooks.slack.com",),
+            **_TOKEN,
+            description="the secret part of Slack webhook URLs",
+        ),
+        Rule(
+            "stripe-key",
+            c(r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,247}|whsec_[A-Za-z0-9+/=]{24,}"),
+            keywords=("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+            **_TOKEN,
+            description="Stripe secret and restricted keys (sk_live_, rk_live_, sk_test_), webhook secrets",
+        ),
+        Rule(
+            "anthropic-key",
+            c(r"sk-ant-[A-Za-z0-9_\-]{20,}"),
+            keywords=("sk-ant-",),
+            **_TOKEN,
+            description="Anthropic API keys (sk-ant-…)",
+        ),
+        Rule(
+            "openai-key",
+            c(r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}|sk-[A-Za-z0-9]{32,}"),
+            keywords=("sk-",),
+            min_classes=2,
+            **_TOKEN,
+            description="OpenAI and compatible API keys (sk-…, sk-proj-…)",
+        ),
+        Rule(
+            "huggingface-token",
+            c(r"hf_[A-Za-z0-9]{30,40}"),
+            keywords=("hf_",),
+            min_classes=2,
+            **_TOKEN,
+            description="Hugging Face tokens (hf_…)",
+        ),
+        Rule("npm-token", c(r"npm_[A-Za-z0-9]{36}"), keywords=("npm_",), **_TOKEN, description="npm tokens (npm_…)"),
+        Rule(
+            "jwt",
+            c(r"eyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
+            keywords=("eyJ",),
+            **_TOKEN,
+            description="JSON Web Tokens (eyJ….eyJ….…)",
+        ),
+        Rule(
+            "url-password",
+            c(r"://(?P<user>[^\s:/?#@'\"<>\\]{0,128}):(?P<s>[^\s/?#@'\"<>\\]{1,256})@(?=[A-Za-z0-9\[])"),
+            "s",
+            keywords=("://",),
+            anchored=True,
+            priority=20,
+            check=_url_check,
+            **_ASSIGNED,
+            description="passwords in URLs (postgres://user:pass@host, redis://:pass@host, https://user:pass@host)",
+        ),
+        Rule(
+            "bearer-token",
+            c(r"(?ai:bearer)\s+(?P<s>[A-Za-z0-9\-._~+/]{16,}=*)(?![A-Za-z0-9\-._~+/=])"),
+            "s",
+            keywords=("bearer",),
+            anchored=True,
+            entropy=3.0,
+            min_classes=2,
+            priority=25,
+            **_ASSIGNED,
+            description="bearer tokens (Authorization: Bearer …)",
+        ),
+        Rule(
+            "basic-auth",
+            c(
+                r"(?ai:authorization:\s*basic)\s+(?P<h>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"
+                r"|(?:-u\s*|--user[= ])['\"]?[^\s:'\"]{1,64}:(?P<u>[^\s'\"]{1,256})"
+            ),
+            ("h", "u"),
+            keywords=("authorization", "-u", "--user"),
+            anchored=True,
+            min_classes=2,
+            priority=25,
+            check=_basic_check,
+            **_ASSIGNED,
+            description="HTTP basic credentials (Authorization: Basic …, curl -u user:pass)",
+        ),
+        Rule(
+            "env-secret",
+            c(
+                r"(?P<kw>KEY|SECRET|TOKEN|PASS|PWD|AUTH|CREDENTIAL)(?P<rest>[A-Z0-9_]{0,60}?)"
+                r"=(?:\\?\"(?P<dq>[^\"\n\\]{1,500})\\?\"|'(?P<sq>[^'\n]{1,500})'"
+                r"|(?P<uq>[^\s'\"`#;&|<>()\\]{1,500})(?=[\s'\"`#;&|)\\]|$))"
+            ),
+            ("dq", "sq", "uq"),
+            keywords=("key", "secret", "token", "pass", "pwd", "auth", "credential"),
+            anchored=True,
+            min_length=6,
+            priority=30,
+            check=_env_check,
+            **_ASSIGNED,
+            description="KEY=value lines (.env files, export, docker -e) whose KEY names a secret",
+        ),
+        Rule(
+            "env-secret",  # the same kind, written as a name/value pair (Kubernetes env, CI variables)
+            c(
+                r"(?ai:name)"
+                + _Q
+                + r"\s{0,4}[:=]\s{0,4}"
+                + _Q
+                + r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,80})"
+                + _Q
+                + r"\s{0,4},?\s{0,40}"
+                + _Q
+                + r"(?ai:value)"
+                + _Q
+                + r"\s{0,4}[:=]\s{0,4}"
+                + _VALUE
+            ),
+            ("qv", "uv"),
+            keywords=("name",),
+            anchored=True,
+            min_length=6,
+            priority=30,
+            check=_pair_check,
+            **_ASSIGNED,
+            description="name/value pairs whose name names a secret (- name: API_TOKEN / value: …)",
+        ),
+        Rule(
+            "password",
+            _assignment_regex(r"pass|pwd"),
+            ("qv", "uv"),
+            keywords=("pass", "pwd"),
+            anchored=True,
+            entropy=2.5,
+            min_length=8,
+            min_classes=2,
+            priority=40,
+            check=_assignment_check("password"),
+            **_ASSIGNED,
+            description='password assignments (password: "…", --password=…), entropy-gated',
+        ),
+        Rule(
+            "generic-secret",
+            _assignment_regex(r"secret|token|key|auth|credential"),
+            ("qv", "uv"),
+            keywords=("secret", "token", "key", "auth", "credential"),
+            anchored=True,
+            entropy=3.0,
+            min_length=10,
+            min_classes=2,
+            priority=40,
+            check=_assignment_check("generic-secret"),
+            **_ASSIGNED,
+            description='secret, token and API-key assignments ("api_key": "…", token = \'…\'), entropy-gated',
+        ),
+    ]
+
+
+BUILTIN_RULES: tuple[Rule, ...] = tuple(_builtin_rules())
+BUILTIN_NAMES = frozenset(r.name for r in BUILTIN_RULES)
+MIN_TEXT = 8  # no built-in rule finds a secret in fewer characters
+
+
+def keyed_value_ok(kind: str, value: str) -> bool:
+    """Whether a whole string stored under a key that names a secret passes the tests
+    of ``kind`` (from :func:`key_kind` or :func:`pair_kind`): what the ``password``,
+    ``generic-secret`` or ``env-secret`` rule asks of a value, the syntax aside."""
+    if len(value) > 1000 or PLACEHOLDER_PREFIX in value:
+        return False
+    if kind == "env-secret":
+        return len(value) >= 6 and not (value.isdigit() and len(value) < 12) and not _placeholder_value(value)
+    gate = _KEYED_GATES[kind]
+    if len(value) < gate.min_length or any(c.isspace() for c in value):
+        return False
+    if _classes(value) < gate.min_classes or shannon_entropy(value) < (gate.entropy or 0.0):
+        return False
+    return not _placeholder_value(value)
+
+
+_KEYED_GATES = {r.name: r for r in BUILTIN_RULES if r.name in ("password", "generic-secret")}
+
+
+def pair_kind(d: dict) -> str | None:
+    """``"env-secret"`` for ``{"name": "API_TOKEN", "value": "…"}`` (Kubernetes env, CI
+    variables), whose ``value`` is a secret because of its name."""
+    if "value" not in d:
+        return None
+    name = d.get("name", d.get("key"))
+    return "env-secret" if isinstance(name, str) and key_kind(name, env=True) else None
