@@ -117,6 +117,7 @@ def test_resume_in_every_agent(source, target, sources, tmp_path):
     # 1. The whole session.
     root = harness.make_root(tmp_path, prefix=f"to-{target}-")
     report, got = _resume(target, root, "HEAD", project, env)
+    print(f"\nloss report {source} -> {target}: {json.dumps(report['report'], sort_keys=True)}")
     assert _shape(got) == expected + [("user", NEW_PROMPT)], (report["report"], got)
     assert report["report"]["dropped"].get("tool_result:orphan", 0) == 0
 
