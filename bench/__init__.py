@@ -1,0 +1,1 @@
+"""opal's benchmark suite: ``python -m bench`` (see docs/performance.md)."""
