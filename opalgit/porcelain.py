@@ -234,7 +234,8 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         state is not None
         and state.header.session is not None
         and state.header.session.agent == ad.name
-        and state.header.session.id == f.id
+        # The file is known by its path (a rollout's name is not its session id); the
+        # tail hash below proves its prefix is what the last commit read.
         and prev_src is not None
         and prev_src.path == f.path
         and not state.header.extra.get("detached")

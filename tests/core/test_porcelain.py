@@ -290,3 +290,16 @@ def test_the_770kb_fixture_imports_and_survives_a_clone(repo, project, home, env
     git("fetch", "-q", str(project), "refs/opal/*:refs/opal/*", cwd=str(clone))
     assert git("fsck", "--full", "--strict", cwd=str(clone)).returncode == 0
     shutil.rmtree(clone)
+
+
+def test_file_commits_are_incremental_whatever_the_file_is_called(repo, project, tmp_path, env):
+    rollout = os.path.join(FIXTURES, "codex", "generated")
+    src = os.path.join(rollout, sorted(os.listdir(rollout))[0])
+    lines = open(src, "rb").read().splitlines(keepends=True)
+    f = tmp_path / "renamed-session.jsonl"
+    f.write_bytes(b"".join(lines[:20]))
+    porcelain.commit(repo, env, str(project), file=str(f), agent="codex")
+    with open(f, "ab") as fh:
+        fh.writelines(lines[20:])
+    res = porcelain.commit(repo, env, str(project), file=str(f), agent="codex")
+    assert res.incremental and res.new_items == len(lines) - 20
