@@ -10,10 +10,20 @@ the exact bytes instead, so a round trip is byte-identical either way.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
 from .errors import InputError
+
+try:  # a C parser several times faster than the standard library's; optional
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+# A number written with an exponent is the one case where orjson's rendering and the
+# standard library's differ ("1e16" vs "1e+16"); such lines take the slow check.
+_EXPONENT = re.compile(rb"[0-9][eE][-+]?[0-9]")
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -25,6 +35,12 @@ def dumps(value: Any) -> bytes:
 
 def exact(value: Any, raw: bytes) -> bool:
     """True when :func:`dumps` reproduces ``raw`` byte for byte."""
+    if _orjson is not None:
+        try:
+            if _orjson.dumps(value) == raw and not _EXPONENT.search(raw):
+                return True
+        except (TypeError, _orjson.JSONEncodeError):
+            pass
     try:
         return dumps(value) == raw
     except (ValueError, TypeError, UnicodeEncodeError):
@@ -67,6 +83,11 @@ def parse(raw: bytes) -> Any:
     """Parse one JSON line; raises :class:`ParseFailure` with a short reason."""
     if b"\x00" in raw:
         raise ParseFailure("binary data (NUL bytes)")
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass  # the standard parser decides, and explains (lone surrogates, NaN ...)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -146,8 +146,9 @@ class Turn:
         """Canonical bytes; long strings go to ``payloads`` (digest -> bytes)."""
         body: dict[str, Any] = {"agent": self.agent}
         if self.has_record:
-            rec = codec.externalize(self.record, payloads)
-            body["rec"] = codec.pack_ordered(rec)
+            packed = codec.pack_ordered(self.record)
+            # No string in a record packed this small can reach the payload threshold.
+            body["rec"] = packed if len(packed) < codec.PAYLOAD_THRESHOLD else codec.pack_ordered(codec.externalize(self.record, payloads))
         elif self.line is not None:
             line = self.line
             if isinstance(line, bytes) and len(line) >= codec.PAYLOAD_THRESHOLD:

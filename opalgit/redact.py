@@ -119,6 +119,7 @@ class Hit:
 
 _USER_PRIORITY = 5
 _CACHE_MAX = 50_000
+_LONG = 512  # texts at least this long are remembered by digest
 
 
 class Rules:
@@ -163,6 +164,9 @@ class Rules:
         self._bneedles = tuple((n.encode(), n) for n in self.needles)
         self.min_text = min([MIN_TEXT] + [r.min_length for r in self.user_rules])
         self._clean: set[str] = set()  # short texts known to hold no secret
+        # Long texts known to hold no secret, by digest: agents repeat the same file
+        # contents and tool outputs many times in a session, so each is scanned once.
+        self._clean_long: set[bytes] = set()
         self._clean_keys: set[str] = set()
 
     # -- construction --------------------------------------------------------------
@@ -210,11 +214,36 @@ class Rules:
         low_s = text.lower()
         return [n for n in self.needles if n in low_s]
 
+    def _digest(self, text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def _known_clean(self, text: str) -> bool:
+        if len(text) < _LONG:
+            return text in self._clean
+        return self._digest(text) in self._clean_long
+
+    def _mark_clean(self, text: str) -> None:
+        if len(text) < _LONG:
+            if len(self._clean) > _CACHE_MAX:
+                self._clean.clear()
+            self._clean.add(text)
+        else:
+            if len(self._clean_long) > _CACHE_MAX:
+                self._clean_long.clear()
+            self._clean_long.add(self._digest(text))
+
     def suspects(self, texts: list[str]) -> dict[int, list[str]]:
         """The texts that may hold a secret (index -> needles found in it), searched in
         one pass over all of them: each needle is looked for once in the joined texts,
         so fifty short strings cost a few dozen C-level searches, not fifty Python ones.
+        Long texts already known to be clean are left out of the search.
         """
+        if self._clean_long:
+            skip = {i for i, t in enumerate(texts) if len(t) >= _LONG and self._known_clean(t)}
+            if skip:
+                kept = [i for i in range(len(texts)) if i not in skip]
+                found = self.suspects([texts[i] for i in kept])
+                return {kept[j]: p for j, p in found.items()}
         if self._always:  # a rule without keywords looks at every text
             return {i: self._present(t) for i, t in enumerate(texts) if len(t) >= self.min_text}
         if not texts:
@@ -248,6 +277,9 @@ class Rules:
                 i = bisect_right(starts, at) - 1
                 out.setdefault(i, []).append(name)
                 at = low.find(needle, starts[i + 1]) if i < last else -1
+        for i, t in enumerate(texts):
+            if i not in out and len(t) >= _LONG:
+                self._mark_clean(t)  # no rule's keyword occurs in it
         return {i: p for i, p in out.items() if len(texts[i]) >= self.min_text and texts[i] not in self._clean}
 
     def key_suspect(self, key: str) -> bool:
@@ -265,7 +297,7 @@ class Rules:
         """Non-overlapping secrets in ``text`` as ``(start, end, kind)``; placeholders are
         never matched, nor is anything overlapping one. ``present``: the needles known
         to occur in ``text`` (from :meth:`suspects`), to save looking again."""
-        if len(text) < self.min_text or text in self._clean:
+        if len(text) < self.min_text or self._known_clean(text):
             return []
         if present is None:
             present = self._present(text)
@@ -323,10 +355,8 @@ class Rules:
                 reach = m.end()
                 cands.append((rule.priority, a, a - b, rule.name))
         if not cands:
-            if len(text) < 200:
-                if len(self._clean) > _CACHE_MAX:
-                    self._clean.clear()
-                self._clean.add(text)
+            if len(text) < 200 or len(text) >= _LONG:
+                self._mark_clean(text)
             return []
         cands.sort()
         chosen: list[tuple[int, int, str]] = []
