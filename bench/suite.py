@@ -562,6 +562,33 @@ class Bench:
         self.row(Row("hooks", "time post-commit adds to git commit (no new turns)", added, "s", median(a),
                      "git commit without hooks", target=0.3, target_on="value", note=note,
                      extra={"plain_wall": a, "hooked_wall": b, "simulated": bool(simulated), "recorded": recorded}))
+        # The same with 100 new turns recorded by each code commit.
+        marks = tuple(200 + 100 * i for i in range(n + 1))
+        grown = self.session("claude", turns=marks[-1], seed=3, marks=marks)
+        busy = self.fresh_repo("hooks-opal-100")
+        with open(os.path.join(busy, "README.md"), "w") as fh:
+            fh.write("# project\n")
+        self.git("add", "README.md", cwd=busy).check()
+        self.git("commit", "-q", "-m", "initial", cwd=busy).check()
+        self.opal("hooks", "install", cwd=busy).check()
+        folder = os.path.join(self.home, ".claude", "projects", project_key(os.path.realpath(busy)))
+        os.makedirs(folder, exist_ok=True)
+        live = os.path.join(folder, os.path.basename(grown.path))
+        with open(grown.path, "rb") as fh:
+            data = fh.read()
+        with open(live, "wb") as fh:
+            fh.write(data[: grown.marks[marks[0]]])
+        self.git("commit", "-q", "--allow-empty", "-m", "records the first turns", cwd=busy).check()
+        c = []
+        for i in range(n):
+            with open(live, "ab") as fh:
+                fh.write(data[grown.marks[marks[i]] : grown.marks[marks[i + 1]]])
+            c.append(self.git("commit", "-q", "--allow-empty", "-m", f"c{i}", cwd=busy).check().wall)
+        self.row(Row("hooks.100", "time post-commit adds to git commit (100 new turns)", median(c) - median(a), "s",
+                     median(a), "git commit without hooks",
+                     note=f"git commit {median(c) * 1000:.0f} ms with 100 new turns recorded each time",
+                     extra={"hooked_wall": c}))
+        shutil.rmtree(busy)
         shutil.rmtree(plain)
         shutil.rmtree(hooked)
 
