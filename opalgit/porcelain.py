@@ -24,6 +24,7 @@ from .errors import (
 from .model import Normal, SessionInfo, Source, StateHeader
 from .refs import branch_ref, check_branch_name
 from .repo import Repository
+from .store import CommitData
 
 from .states import (  # noqa: F401  (re-exported: the porcelain API)
     STATE_BLOB,
@@ -430,25 +431,38 @@ def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
 
 
 def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None) -> list[CommitInfo]:
-    """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``."""
+    """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``.
+
+    Never a parent before one of its children (what ``--graph`` needs), even when
+    commits share a second or clocks disagree; among commits that are ready, the
+    newest comes first, ties broken by id so the order is deterministic.
+    """
+    import heapq
+
     starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
     labels = branch_labels(repo)
-    seen: set[bytes] = set()
+    # The reachable graph from commit headers alone (cheap), to count children.
+    commits: dict[bytes, CommitData] = {}
+    children: dict[bytes, int] = {}
+    stack = list(dict.fromkeys(starts))
+    while stack:
+        oid = stack.pop()
+        if oid in commits:
+            continue
+        c = commits[oid] = repo.store.read_commit(oid)
+        for p in c.parents:
+            children[p] = children.get(p, 0) + 1
+            stack.append(p)
+    ready = [(-commits[o].committer.time, tuple(-b for b in o), o) for o in commits if children.get(o, 0) == 0]
+    heapq.heapify(ready)
     out: list[CommitInfo] = []
-    frontier: list[CommitInfo] = []
-    for oid in starts:
-        if oid not in seen:
-            seen.add(oid)
-            frontier.append(commit_info(repo, oid, labels))
-    while frontier and (limit is None or len(out) < limit):
-        # Newest first; ties broken by id so the order is deterministic.
-        frontier.sort(key=lambda ci: (ci.time, ci.oid))
-        info = frontier.pop()
-        out.append(info)
-        for p in info.parents:
-            if p not in seen:
-                seen.add(p)
-                frontier.append(commit_info(repo, p, labels))
+    while ready and (limit is None or len(out) < limit):
+        _, _, oid = heapq.heappop(ready)
+        out.append(commit_info(repo, oid, labels))
+        for p in commits[oid].parents:
+            children[p] -= 1
+            if children[p] == 0:
+                heapq.heappush(ready, (-commits[p].committer.time, tuple(-b for b in p), p))
     return out
 
 

@@ -303,3 +303,19 @@ def test_file_commits_are_incremental_whatever_the_file_is_called(repo, project,
         fh.writelines(lines[20:])
     res = porcelain.commit(repo, env, str(project), file=str(f), agent="codex")
     assert res.incremental and res.new_items == len(lines) - 20
+
+
+def test_log_never_shows_a_parent_before_its_children(repo, project, home, env):
+    """Commits made within one second sort by id; the log must still be topological."""
+    path = place(home, project, lines=10)
+    porcelain.commit(repo, env, str(project))
+    for i, end in enumerate((20, 30, 40)):
+        porcelain.branch_create(repo, f"b{i}")
+        grow(path, start=10 + 10 * i, end=end)
+        porcelain.commit(repo, env, str(project))
+    infos = porcelain.log(repo, ["main", "b0", "b1", "b2"])
+    position = {info.oid: n for n, info in enumerate(infos)}
+    for info in infos:
+        for p in info.parents:
+            assert position[p] > position[info.oid]
+    assert len(infos) == len(set(position)) == 4
