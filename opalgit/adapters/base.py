@@ -9,8 +9,10 @@ group; the built-in ones are registered the same way.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Mapping
 
@@ -143,6 +145,43 @@ class Adapter:
         if isinstance(turn.line, bytes):
             return turn.line
         raise InputError(f"a {turn.agent} turn has no source record to write back")
+
+
+# ---------------------------------------------------------------------- timestamps
+
+_TIME_RE = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def parse_time(value: Any) -> int | None:
+    """A record timestamp (RFC 3339, or epoch seconds / milliseconds) as integer ms (UTC), or None.
+
+    Every agent writes RFC 3339 strings; numbers below 10**11 are taken as seconds
+    (that is the year 5138 in milliseconds).
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not abs(value) < 2**53:  # also rejects NaN and infinities
+            return None
+        return int(value * 1000) if abs(value) < 10**11 else int(value)
+    m = _TIME_RE.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        return None
+    year, mon, day, hh, mm = (int(m.group(i)) for i in range(1, 6))
+    ss = int(m.group(6) or 0)
+    frac = (m.group(7) or "0")[:3].ljust(3, "0")
+    if not (1 <= mon <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
+        return None
+    try:
+        secs = calendar.timegm((year, mon, day, hh, mm, ss, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    tz = m.group(8)
+    if tz and tz not in ("Z", "z"):
+        sign = -1 if tz[0] == "-" else 1
+        digits = tz[1:].replace(":", "")
+        secs -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return secs * 1000 + int(frac)
 
 
 # ---------------------------------------------------------------- shared JSONL reading

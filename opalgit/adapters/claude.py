@@ -23,7 +23,6 @@ Pure: no store, no environment reads (the mapping is passed in), no printing.
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import re
@@ -43,6 +42,7 @@ from .base import (
     SessionFile,
     View,
     iter_jsonl,
+    parse_time,
     record_turn,
 )
 
@@ -74,9 +74,6 @@ _CLAUDE_TYPES = frozenset(
 _ID_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "logicalParentUuid")
 _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_TIME_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|[+-]\d{2}:?\d{2})?$"
-)
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _TITLE_RANK = {"custom-title": ("customTitle", 3), "ai-title": ("aiTitle", 2), "summary": ("summary", 1)}
 
@@ -139,32 +136,6 @@ def _candidate_keys(cwd: str) -> list[str]:
 def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
-
-def parse_time(value: Any) -> int | None:
-    """A record timestamp as integer milliseconds since the epoch (UTC), or None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not abs(value) < 2**53:  # also rejects NaN and infinities
-            return None
-        # Numbers below 10**11 are seconds (that is the year 5138 in milliseconds).
-        return int(value * 1000) if abs(value) < 10**11 else int(value)
-    m = _TIME_RE.match(value.strip()) if isinstance(value, str) else None
-    if not m:
-        return None
-    year, mon, day, hh, mm = (int(m.group(i)) for i in range(1, 6))
-    ss = int(m.group(6) or 0)
-    frac = (m.group(7) or "0")[:3].ljust(3, "0")
-    if not (1 <= mon <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
-        return None
-    try:
-        secs = calendar.timegm((year, mon, day, hh, mm, ss, 0, 0, 0))
-    except (ValueError, OverflowError):
-        return None
-    tz = m.group(8)
-    if tz and tz not in ("Z", "z"):
-        sign = -1 if tz[0] == "-" else 1
-        digits = tz[1:].replace(":", "")
-        secs -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
-    return secs * 1000 + int(frac)
 
 
 def _classify(obj: Any) -> str | None:

@@ -24,7 +24,6 @@ Pure: no store, no environment reads (the mapping is passed in), no printing.
 
 from __future__ import annotations
 
-import calendar
 import io
 import json
 import os
@@ -43,6 +42,7 @@ from .base import (
     SessionFile,
     View,
     iter_jsonl,
+    parse_time,
     record_turn,
 )
 
@@ -85,9 +85,6 @@ _MAX_ZST = 1 << 31
 _ID_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "logicalParentUuid")
 _CUT_LINE_RE = re.compile(rb'^\{"timestamp":"[^"]*",(?:"ordinal":\d+,)?"type":"([a-z_]+)","payload":')
 _NAME_RE = re.compile(r"^rollout-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2})-(.+?)\.jsonl(\.zst)?$")
-_TIME_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|[+-]\d{2}:?\d{2})?$"
-)
 
 
 # ------------------------------------------------------------------------ small helpers
@@ -96,31 +93,6 @@ _TIME_RE = re.compile(
 def _is_str(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
-
-def parse_time(value: Any) -> int | None:
-    """An RFC 3339 timestamp (or epoch seconds/milliseconds) as integer ms, or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        if value != value or value in (float("inf"), float("-inf")):
-            return None
-        return int(value * 1000) if abs(value) < 10**11 else int(value)
-    m = _TIME_RE.match(value.strip()) if isinstance(value, str) else None
-    if not m:
-        return None
-    year, mon, day, hh, mm = (int(m.group(i)) for i in range(1, 6))
-    ss = int(m.group(6) or 0)
-    if not (1 <= mon <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
-        return None
-    try:
-        secs = calendar.timegm((year, mon, day, hh, mm, ss, 0, 0, 0))
-    except (ValueError, OverflowError):
-        return None
-    tz = m.group(8)
-    if tz and tz not in ("Z", "z"):
-        digits = tz[1:].replace(":", "")
-        secs -= (-1 if tz[0] == "-" else 1) * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
-    return secs * 1000 + int((m.group(7) or "0")[:3].ljust(3, "0"))
 
 
 def _classify(obj: Any) -> str | None:

@@ -37,13 +37,12 @@ values in, normals out; no files, no environment, no printing.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from .. import jsonl
 from ..model import Normal, Turn
+from .base import parse_time
 
 __all__ = ["message_normal", "normalize_record", "parse_time"]
 
@@ -54,27 +53,6 @@ _CONTEXT_PREFIXES = ("<session_context>", "<hook_context>")
 
 # ----------------------------------------------------------------------- small helpers
 
-
-def parse_time(value: Any) -> int | None:
-    """An ISO-8601 timestamp (or epoch seconds / milliseconds) as integer ms, or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            return None
-        return int(value * 1000) if abs(value) < 10**11 else int(value)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    try:
-        dt = datetime.fromisoformat(value.strip().replace("z", "Z"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    try:
-        return int(dt.timestamp() * 1000)
-    except (OverflowError, OSError, ValueError):
-        return None
 
 
 def _is_id(v: Any) -> bool:
