@@ -213,7 +213,7 @@ class _Writer:
         if role == "meta":
             family = (normal.label or "unlabelled").split(":")[0]
             self.meta_labels[family] = self.meta_labels.get(family, 0) + 1
-            self.report.drop("record:meta")
+            self.report.drop(f"record:meta:{turn.agent}")
             return
         if role == "system" and not any(b.get("type") == "text" for b in normal.blocks):
             self.report.drop("record:system")
@@ -269,7 +269,7 @@ class _Writer:
         if role != "user":
             # Text beside tool results, or a summary: the model sees it, but it opens no turn.
             if role == "system":
-                self.report.convert("system:user-message")
+                self.report.convert("system:as_user")
             self._line("response_item", {"type": "message", "role": "user", "content": content}, t)
             return
         self._close_task(t)
@@ -295,7 +295,7 @@ class _Writer:
         if self.req.reasoning == "text" and text:
             # UI only: a reasoning item would be sent to the API, which cannot verify foreign reasoning.
             self._line("event_msg", {"type": "agent_reasoning", "text": text}, t)
-            self.report.convert("reasoning:text")
+            self.report.convert("reasoning:as_text")
         elif blk.get("signed"):
             self.report.drop("reasoning:signed")
         else:

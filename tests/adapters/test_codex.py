@@ -725,7 +725,7 @@ def test_export_from_claude(tmp_path):
     assert done[1]["last_agent_message"] == answers[-1]
     n_meta = sum(1 for r in source.records if r.normal.role == "meta")
     assert res.report.converted == {"tool_call:mapped": 6}
-    assert res.report.dropped == {"record:meta": n_meta}
+    assert res.report.dropped == {"record:meta:claude": n_meta}
     assert any("attachment x11" in n for n in res.report.notes)
 
 
@@ -785,14 +785,14 @@ def test_export_conversions_and_losses(tmp_path):
     assert notes == ["look", "[Request interrupted]", "Summary of earlier work.", "second"]
     assert [p["message"] for p in payloads if p["type"] == "user_message"] == ["look", "second"]
     assert res.report.converted == {"image": 2, "tool_call:mapped": 3, "tool_call:kept": 2,
-                                    "tool_result:synthesized": 2, "system:user-message": 1}
-    assert res.report.dropped == {"record:meta": 1, "reasoning:signed": 1, "reasoning:foreign": 1,
+                                    "tool_result:synthesized": 2, "system:as_user": 1}
+    assert res.report.dropped == {"record:meta:claude": 1, "reasoning:signed": 1, "reasoning:foreign": 1,
                                   "tool_result:orphan": 1, "content:other": 1, "record:system": 1}
     assert lines[2]["timestamp"] == "2026-01-02T03:04:06.678Z"
     # Reasoning as UI-only text.
     res = A.export(_request(turns, None, "/p", {"CODEX_HOME": str(tmp_path)}, reasoning="text"))
     reasoning = [ln["payload"] for ln in _lines(res.files[0][1]) if ln["payload"].get("type") == "agent_reasoning"]
-    assert [r["text"] for r in reasoning] == ["hmm", "plain"] and res.report.converted["reasoning:text"] == 2
+    assert [r["text"] for r in reasoning] == ["hmm", "plain"] and res.report.converted["reasoning:as_text"] == 2
     assert "reasoning:signed" not in res.report.dropped
 
 
