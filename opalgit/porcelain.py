@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import adapters, oplog, redaction, sequence
+from . import adapters, oplog, sequence
 from .adapters.base import ReadResult, SessionFile, tail_hash
 from .errors import (
     InputError,
@@ -251,8 +251,15 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     if result is None:
         result = ad.read(f.path)
 
+    if incremental and not result.records:
+        # Nothing but (perhaps) a line the agent is still writing: the common case of
+        # a post-commit hook, kept free of any further work.
+        raise NothingToDoError(f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}")
+
     # Secrets are replaced before anything is encoded, and their originals are in
     # the local vault before any object that holds a placeholder is written.
+    from . import redaction  # imported here: its rules cost start-up time elsewhere
+
     r = redaction.redactor(repo)
     if r is not None:
         findings = []
