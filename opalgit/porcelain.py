@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from . import adapters, oplog, sequence
 from .adapters.base import ReadResult, SessionFile, tail_hash
@@ -24,6 +24,7 @@ from .errors import (
 from .model import Normal, SessionInfo, Source, StateHeader
 from .refs import branch_ref, check_branch_name
 from .repo import Repository
+from .sequence import Item
 from .store import CommitData
 
 from .states import (  # noqa: F401  (re-exported: the porcelain API)
@@ -291,14 +292,28 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     else:
         records = result.records
         view = result.views[0] if result.views else None
-        selected = [records[i] for i in view.indices] if view else list(records)
-        all_items = list(_items(selected))
-        root = sequence.build(store, all_items)
-        turns_total, chars_total = _count(all_items)
-        items_total = len(all_items)
+        order = view.indices if view else range(len(records))
+        # With one line of conversation, each parsed record is let go as soon as it is
+        # encoded and leaves are written as they fill: memory holds the records once,
+        # not the records and all their encodings.
+        single = len(result.views or []) <= 1
+        flags: list[bool] = []
+        chars = [0]
+
+        def stream() -> Iterator[Item]:
+            for i in order:
+                it = next(_items([records[i]]))
+                if single:
+                    records[i] = None
+                flags.append(it.is_turn)
+                chars[0] += int(it.summary.get("chars", 0))
+                yield it
+
+        root = sequence.build(store, stream())
+        turns_total, chars_total, items_total = sum(flags), chars[0], len(flags)
         prefix = common_prefix(repo, state.root if state else None, root)
         new_range = (prefix, items_total)
-        new_turns = sum(1 for it in all_items[prefix:] if it.is_turn)
+        new_turns = sum(flags[prefix:])
         # Other lines of conversation inside the file become branches of their own.
         for v in (result.views or [])[1:]:
             fork_items = list(_items(records[i] for i in v.indices))
