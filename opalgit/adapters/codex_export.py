@@ -37,6 +37,8 @@ from . import tools
 from .base import ExportRequest, ExportResult, LossReport
 from .codex import (
     _OUTPUTS,
+    CONTEXT_PREFIXES,
+    REQUEST_MARKER,
     AGENT,
     DANGLING_OUTPUT,
     DEFAULT_CLI_VERSION,
@@ -110,6 +112,7 @@ class _Writer:
                 self._foreign(turn, et.normal)
         self._close_task(None)
         self._synthesize_dangling()
+        self._ui_events()
         self._notes()
         return b"".join((ln if isinstance(ln, bytes) else jsonl.dumps(ln)) + b"\n" for ln in self.lines)
 
@@ -120,7 +123,7 @@ class _Writer:
             rep.note(f"bookkeeping records with no Codex counterpart were left out: {families}")
         if self.ordinals:
             rep.note(f"the source used Codex's paginated history; written in legacy mode ({self.ordinals} "
-                     "ordinal fields removed); its UI turns are item_completed events, which codex may not show")
+                     "ordinal fields removed), with user_message / agent_message events added so codex shows the transcript")
         if self.source_notes.get("thread_rolled_back"):
             rep.note(f"the source holds {self.source_notes['thread_rolled_back']} thread_rolled_back event(s): "
                      "written back, so Codex drops the rolled-back turns on resume as before (opal's view still shows them)")
@@ -132,6 +135,46 @@ class _Writer:
                      "folder; earlier messages and tool calls still mention the old one")
         if not any(isinstance(ln, dict) and ln.get("type") == "response_item" for ln in self.lines):
             rep.note("the exported session holds no conversation items; codex may refuse to resume it")
+
+    def _ui_events(self) -> None:
+        """Give a copy of a paginated session the UI events a legacy rollout shows.
+
+        Codex 0.169 keeps a paginated session's UI turns in ``item_completed`` events;
+        a legacy-mode rollout rebuilds its visible transcript from ``event_msg``s only
+        (formats.md §1.9), so without these a resumed copy shows an empty-looking
+        history, and the listing heuristics look for a ``user_message`` near the head.
+        One ``user_message`` per prompt and one ``agent_message`` per answer are added
+        beside the items; the model-visible history is unchanged.
+        """
+        if not self.ordinals or any(
+            isinstance(ln, dict) and ln.get("type") == "event_msg" and (ln.get("payload") or {}).get("type") == "user_message"
+            for ln in self.lines
+        ):
+            return
+        out: list[dict | bytes] = []
+        added = 0
+        for ln in self.lines:
+            out.append(ln)
+            if not (isinstance(ln, dict) and ln.get("type") == "response_item"):
+                continue
+            p = ln.get("payload") or {}
+            if p.get("type") != "message" or p.get("role") not in ("user", "assistant"):
+                continue
+            texts = [c.get("text") for c in p.get("content") or [] if isinstance(c, dict) and isinstance(c.get("text"), str)]
+            text = "\n".join(texts)
+            if not text:
+                continue
+            if p["role"] == "user":
+                if text.lstrip().startswith(CONTEXT_PREFIXES) or REQUEST_MARKER in text:
+                    continue
+                event = {"type": "user_message", "message": text, "images": None, "local_images": []}
+            else:
+                event = {"type": "agent_message", "message": text}
+            out.append({"timestamp": ln.get("timestamp") or _iso(self.req.now_ms), "type": "event_msg", "payload": event})
+            added += 1
+        if added:
+            self.lines = out
+            self.report.convert("ui_event:added", added)
 
     def _line(self, kind: str, payload: dict, t: int | None = None) -> None:
         self.lines.append({"timestamp": _iso(t if t is not None else self.req.now_ms), "type": kind, "payload": payload})

@@ -562,8 +562,12 @@ def test_property_same_agent_export(lines, cwd):
     _check_pairs(out, converted=False)
     src = [{k: v for k, v in ln.items() if k != "ordinal"} for ln in lines[1:]]
     synthesized = [ln for ln in out[1:] if isinstance(ln["payload"], dict) and ln["payload"].get("output") == DANGLING_OUTPUT]
-    assert [ln for ln in out[1:] if ln not in synthesized] == src
+    # A paginated source without user_message events gets UI events beside its messages.
+    ui = [ln for ln in out[1:] if ln["type"] == "event_msg" and ln not in src
+          and ln["payload"].get("type") in ("user_message", "agent_message")]
+    assert [ln for ln in out[1:] if ln not in synthesized and ln not in ui] == src
     assert len(synthesized) == res.report.converted.get("tool_result:synthesized", 0)
+    assert len(ui) == res.report.converted.get("ui_event:added", 0)
 
 
 def test_unresolved_codex_turn_is_refused():
@@ -660,6 +664,13 @@ def test_export_same_agent(tmp_path):
     assert not any("ordinal" in ln for ln in lines)
     # Every record but the replaced session_meta comes back, in order, unchanged apart from ordinal/cwd.
     src = [r.turn.record for r in source.records if r.turn.record["type"] != "session_meta"]
+    # The paginated source has no user_message events: one is added per prompt and one
+    # agent_message per answer, so codex's picker lists the copy.
+    ui = [ln for ln in lines[1:] if ln["type"] == "event_msg" and "ordinal" not in ln
+          and ln["payload"]["type"] in ("user_message", "agent_message") and ln not in
+          [{k: v for k, v in w.items() if k != "ordinal"} for w in src]]
+    assert [u["payload"]["type"] for u in ui].count("user_message") == 2
+    lines = [lines[0]] + [ln for ln in lines[1:] if ln not in ui]
     assert len(lines) == len(src) + 1
     for got, want in zip(lines[1:], src):
         want = {k: v for k, v in want.items() if k != "ordinal"}
@@ -670,7 +681,8 @@ def test_export_same_agent(tmp_path):
     assert [ln["payload"] for ln in lines if ln["type"] == "response_item"] == \
         [r["payload"] for r in src if r["type"] == "response_item"]
     assert _check_pairs(lines, converted=False) == (6, 2)
-    assert res.report.converted == {"session_meta:replaced": 1, "turn_context:cwd": 2} and res.report.dropped == {}
+    assert res.report.converted == {"session_meta:replaced": 1, "turn_context:cwd": 2, "ui_event:added": len(ui)}
+    assert res.report.dropped == {}
     assert any("paginated" in n for n in res.report.notes) and any("/new/proj" in n for n in res.report.notes)
     # The export reads back as a Codex session with the new id.
     out = tmp_path / "out.jsonl"
