@@ -19,6 +19,7 @@ from . import adapters, redaction, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport
 from .budget import fit
 from .errors import ConflictError, UsageError
+from .fileio import replace_atomically
 from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
 from .repo import Repository
 from .tokens import estimate
@@ -169,7 +170,7 @@ def write_files(result: ExportResult) -> None:
             _write_new(path, data)
             written.append(path)
         for path, data in result.aux:
-            _replace(path, data)
+            replace_atomically(path, data)
     except BaseException:
         for path in written:
             try:
@@ -196,17 +197,3 @@ def _write_new(path: str, data: bytes) -> None:
         os.unlink(tmp)
 
 
-def _replace(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".opal-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from . import links, porcelain, remote
 from .errors import NothingToDoError, OpalError, SessionNotFoundError, UsageError
+from .fileio import replace_atomically
 from .refs import check_branch_name
 from .repo import Repository
 
@@ -202,19 +202,7 @@ def status(repo: Repository, env: Mapping[str, str], python: str | None = None) 
 
 
 def _write_executable(path: str, text: str) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_atomically(path, text.encode("utf-8"), mode=0o755)
 
 
 @dataclass

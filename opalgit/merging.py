@@ -17,6 +17,7 @@ import pygit2
 
 from . import codec, oplog, sequence
 from .errors import ConflictError, NothingToDoError, RevisionError, UsageError
+from .fileio import replace_atomically
 from .merge import CHOICES, Conflict, MergeResult, merge3
 from .model import StateHeader
 from .porcelain import (
@@ -91,14 +92,7 @@ def _load_merge_state(repo: Repository) -> dict | None:
 
 
 def _save_merge_state(repo: Repository, data: dict) -> None:
-    path = _state_path(repo)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(codec.pack_plain(data))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    replace_atomically(_state_path(repo), codec.pack_plain(data))
 
 
 def in_progress(repo: Repository) -> dict | None:

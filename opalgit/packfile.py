@@ -20,6 +20,8 @@ import tempfile
 import zlib
 from typing import Iterable
 
+from .fileio import fsync_dir
+
 OBJ_COMMIT, OBJ_TREE, OBJ_BLOB, OBJ_TAG = 1, 2, 3, 4
 TYPE_NAMES = {OBJ_COMMIT: b"commit", OBJ_TREE: b"tree", OBJ_BLOB: b"blob", OBJ_TAG: b"tag"}
 
@@ -42,18 +44,6 @@ def _entry_header(obj_type: int, size: int) -> bytes:
     out.append(byte)
     return bytes(out)
 
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count: int) -> str:
@@ -105,7 +95,7 @@ def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count
             if os.path.exists(tmp_idx):
                 os.unlink(tmp_idx)
             raise
-        _fsync_dir(pack_dir)
+        fsync_dir(pack_dir)
         return final_pack
     except BaseException:
         if os.path.exists(tmp_pack):

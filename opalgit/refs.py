@@ -17,12 +17,12 @@ checks that each still holds the value the caller read, and writes them together
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Iterable, Mapping
 
 import pygit2
 
 from .errors import ConflictError, RevisionError, UsageError
+from .fileio import replace_atomically
 
 NAMESPACE = "refs/opal/"
 BRANCH_PREFIX = "refs/opal/heads/"
@@ -104,19 +104,7 @@ class RefStore:
         raise RevisionError(f"{self.head_file} is malformed", hint="write 'ref: refs/opal/heads/main' into it")
 
     def set_head_branch(self, name: str) -> None:
-        directory = os.path.dirname(self.head_file)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="HEAD.", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(f"ref: {branch_ref(name)}\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.head_file)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        replace_atomically(self.head_file, f"ref: {branch_ref(name)}\n".encode("utf-8"))
 
     # -- writing ------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ import time
 from typing import Iterable
 
 from .errors import OpalError
+from .fileio import fsync_dir
 from .redact import Finding, is_placeholder
 
 __all__ = ["Vault", "VaultError", "default_path"]
@@ -245,7 +246,7 @@ class Vault:
             pass
         finally:
             os.unlink(tmp)
-        _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
 
 
 def _check_private(fd: int, path: str) -> None:
@@ -308,15 +309,3 @@ def _read_all(fd: int, size: int) -> bytes:
         chunks.append(chunk)
     return b"".join(chunks)
 
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

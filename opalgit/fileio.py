@@ -1,0 +1,44 @@
+"""Durable file replacement, shared by everything that writes a small file of its own.
+
+Pure standard library. A file is written under a temporary name in its own folder,
+synced, then renamed over the old one, so readers see the old contents or the new,
+never half of either, and a crash leaves at most a temporary file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename in ``path`` durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_atomically(path: str, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` whole, or not at all (``mode``: chmod before the rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
