@@ -107,22 +107,6 @@ def _preview(repo: Repository, item: Item, width: int = 72) -> str:
     return normal.label or ""
 
 
-def _content(repo: Repository, item: Item) -> str:
-    normal = normal_of(repo, item)
-    parts = []
-    for b in normal.blocks:
-        t = b.get("type")
-        if t in ("text", "reasoning"):
-            parts.append(b.get("text") or "")
-        elif t == "tool_call":
-            inp = b.get("input")
-            parts.append(f"{b.get('name')}: " + (inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False, indent=1)))
-        elif t == "tool_result":
-            out = b.get("output")
-            parts.append(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, indent=1))
-    return "\n".join(parts)
-
-
 def diff(
     repo: Repository,
     a: str,
@@ -255,7 +239,7 @@ def _diff_items(repo, items_a, items_b, pos_a, pos_b, entries, stat, include_met
                     new_iter += 1
                 nit = news[paired[oi]]
                 pos_b += 1
-                diff_lines = text_diff(_content(repo, old), _content(repo, nit)) if texts else []
+                diff_lines = text_diff(turn_text(normal_of(repo, old), readable=True), turn_text(normal_of(repo, nit), readable=True)) if texts else []
                 entries.append(Entry("~", pos_a, pos_b, nit.summary, old.summary, diff_lines, _preview(repo, nit)))
                 _count(stat["a"], old)
                 _count(stat["b"], nit)
@@ -327,8 +311,11 @@ class Stats:
         }
 
 
-def turn_text(normal) -> str:
-    """The model-visible text of a normalized turn, for exact token counting."""
+def turn_text(normal, *, readable: bool = False) -> str:
+    """The model-visible text of a normalized turn: compact for exact token counting,
+    or ``readable`` (a tool's name, then its input as indented JSON) for text diffs."""
+    indent = 1 if readable else None
+    sep = ": " if readable else ""
     parts = []
     for b in normal.blocks:
         t = b.get("type")
@@ -336,10 +323,10 @@ def turn_text(normal) -> str:
             parts.append(b.get("text") or "")
         elif t == "tool_call":
             inp = b.get("input")
-            parts.append(str(b.get("name") or "") + (inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False)))
+            parts.append(str(b.get("name") or "") + sep + (inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False, indent=indent)))
         elif t == "tool_result":
             out = b.get("output")
-            parts.append(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False))
+            parts.append(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, indent=indent))
     return "\n".join(parts)
 
 
