@@ -279,10 +279,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     forks: list[str] = []
     if incremental:
         assert state is not None
-        new_items = list(_items(result.records))
-        if not new_items:
-            # Nothing but (perhaps) a line the agent is still writing.
-            raise NothingToDoError(f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}")
+        new_items = list(_items(result.records))  # not empty: checked before redaction
         root = sequence.append(store, state.root, new_items)
         new_turns, new_chars = _count(new_items)
         items_total = state.header.items + len(new_items)
