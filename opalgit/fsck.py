@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from . import codec, oplog, sequence
+from . import codec, oplog, payloads, sequence
 from .errors import OpalError
 from .model import StateHeader, Turn
-from .porcelain import STATE_BLOB, TURNS_TREE
+from .states import PACKS_TREE, STATE_BLOB, TURNS_TREE
 from .refs import BRANCH_PREFIX, NAMESPACE, OPLOG_REF
 from .repo import Repository
 
@@ -54,7 +54,7 @@ class _Checker:
         self.r = report
         self.seen_commits: set[bytes] = set()
         self.seen_nodes: dict[bytes, tuple[int, int]] = {}
-        self.seen_payloads: set[bytes] = set()
+        self.seen_payloads: set[tuple[bytes, tuple[bytes, bool]]] = set()
 
     def problem(self, text: str) -> None:
         self.r.problems.append(text)
@@ -78,6 +78,11 @@ class _Checker:
                     items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
                 else:
                     items = turns = 0
+                if PACKS_TREE in entries:
+                    try:
+                        payloads.cache(self.store).pack(entries[PACKS_TREE][1])
+                    except OpalError as exc:
+                        self.problem(f"{where}: commit {oid.hex()[:12]}: its payload pack chain: {exc}")
                 if (items, turns) != (header.items, header.turns):
                     self.problem(
                         f"{where}: commit {oid.hex()[:12]} says {header.items} records / {header.turns} turns, "
@@ -123,12 +128,16 @@ class _Checker:
             for d in refs:
                 if d not in it.payload_oids:
                     self.problem(f"{where}: turn {it.id.hex()[:12]} uses payload {d.hex()[:12]}, which its leaf does not hold")
-            for d, blob in it.payload_oids.items():
-                if blob in self.seen_payloads:
+            for d, loc in it.payload_oids.items():
+                if (d, loc) in self.seen_payloads:
                     continue
-                self.seen_payloads.add(blob)
+                self.seen_payloads.add((d, loc))
                 self.r.payloads += 1
-                data = codec.unframe(self.store.read_blob(blob))
+                try:
+                    data = payloads.load(self.store, d, loc)
+                except OpalError as exc:
+                    self.problem(f"{where}: payload {d.hex()[:12]}: {exc}")
+                    continue
                 if hashlib.sha256(data).digest() != d:
                     self.problem(f"{where}: payload {d.hex()[:12]} does not hash to its name")
             if it.is_turn:

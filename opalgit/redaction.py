@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from . import codec, sequence
+from . import payloads, sequence
 from .errors import OpalError
 from .model import Turn
 from .redact import Finding, Redactor, Rules, placeholders_in_value, restore_bytes, restore_value
@@ -158,11 +158,11 @@ def scan_states(repo: Repository, heads: Iterable[bytes], rev: str = "", *, hist
                     result.redacted.append({"turn": where, "kind": _kind_of(ph), "placeholder": ph})
                 for hit in scanner.scan_value(value):
                     result.leaks.append({"turn": where, "kind": hit.kind, "where": "/".join(str(p) for p in hit.path) or "text"})
-                for d, blob in it.payload_oids.items():
-                    if blob in seen_payloads:
+                for d, loc in it.payload_oids.items():
+                    if d in seen_payloads:
                         continue
-                    seen_payloads.add(blob)
-                    data = codec.unframe(repo.store.read_blob(blob))
+                    seen_payloads.add(d)
+                    data = payloads.load(repo.store, d, loc)
                     text = data.decode("utf-8", "replace")
                     for ph in placeholders_in_value(text):
                         result.redacted.append({"turn": where, "kind": _kind_of(ph), "placeholder": ph})

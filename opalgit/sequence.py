@@ -10,7 +10,8 @@ every leaf of it, and an edit in the middle changes only the leaves around it.
 A leaf is a git tree::
 
     leaf            blob: framed canonical {"ids", "turns", "sums", "refs"}
-    p<sha256 hex>   blob: framed payload bytes (one entry per payload its turns use)
+    p<sha256 hex>   tree: the payload pack that holds a payload its turns use
+                    (:mod:`payloads`; one entry per payload)
 
 Leaves are grouped under interior trees of at most :data:`FANOUT` children, whose
 entries are named ``<position>-<items>-<turns>`` (zero-padded position, then how many
@@ -18,8 +19,11 @@ records and how many conversational turns the child holds), so that turn *N* is
 found by reading one tree per level. The root is the top tree (a lone leaf is its own
 root). Appending turns rewrites the last leaf and one tree per level: O(log n).
 
-Payload blobs sit inside the leaf trees that use them, so git's own reachability
-keeps them alive; a payload used by many turns is still one blob.
+Payloads are named inside the leaf trees that use them, so git's own reachability
+keeps their packs alive; a payload used by many turns is still stored once. New
+payloads are written in packs of several megabytes (compressed together), so a leaf
+is written only once the pack holding its new payloads is sealed: the writer keeps
+the finished leaves of an open pack waiting (:class:`_Writer`).
 
 This module needs only an :class:`~opalgit.store.ObjectStore`; it runs unchanged on
 the in-memory twin.
@@ -30,8 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from . import codec
+from . import codec, payloads
 from .errors import CorruptObjectError
+from .payloads import Location, Packer
 from .store import ObjectStore
 
 LEAF_TARGET = 32
@@ -50,7 +55,7 @@ class Item:
     canon: bytes  # canonical turn bytes (payload references inside)
     summary: dict
     payloads: dict[bytes, bytes] = field(default_factory=dict)  # new payloads: digest -> bytes
-    payload_oids: dict[bytes, bytes] = field(default_factory=dict)  # stored payloads: digest -> blob oid
+    payload_oids: dict[bytes, Location] = field(default_factory=dict)  # stored payloads: digest -> where
 
     @property
     def is_turn(self) -> bool:
@@ -81,17 +86,20 @@ def _is_boundary(item_id: bytes) -> bool:
 # ------------------------------------------------------------------------------ writing
 
 
-def _write_leaf(store: ObjectStore, items: list[Item]) -> Node:
+def _write_leaf(store: ObjectStore, items: list[Item], packer: Packer) -> Node:
     entries: dict[str, tuple[str, bool, bytes]] = {}
     for it in items:
-        for d, data in it.payloads.items():
+        for d in it.payloads:
             name = "p" + d.hex()
             if name not in entries:
-                entries[name] = (name, False, store.write_blob(codec.frame(data)))
-        for d, oid in it.payload_oids.items():
+                loc = packer.location(d)
+                if loc is None:  # pragma: no cover - the writer seals before writing leaves
+                    raise AssertionError("a leaf is written before its payloads are")
+                entries[name] = (name, loc[1], loc[0])
+        for d, (oid, is_tree) in it.payload_oids.items():
             name = "p" + d.hex()
             if name not in entries:
-                entries[name] = (name, False, oid)
+                entries[name] = (name, is_tree, oid)
     body = {
         "ids": [it.id for it in items],
         "turns": [it.canon for it in items],
@@ -104,17 +112,66 @@ def _write_leaf(store: ObjectStore, items: list[Item]) -> Node:
     return Node(oid, len(items), sum(1 for it in items if it.is_turn))
 
 
-def _chunk(store: ObjectStore, items: Iterable[Item]) -> Iterator[Node]:
-    current: list[Item] = []
-    size = 0
+class _Writer:
+    """Cuts items into leaves and writes them, sealing payload packs in between.
+
+    A finished leaf waits until the pack that holds its new payloads is sealed: the
+    pack is sealed once :data:`payloads.PACK_BYTES` wait, always between two leaves
+    (so a leaf's new payloads are in one pack), and at :meth:`finish`.
+    """
+
+    def __init__(self, store: ObjectStore, packer: Packer | None) -> None:
+        self.store = store
+        self.packer = packer if packer is not None else Packer(store)
+        self.current: list[Item] = []
+        self.size = 0
+        self.waiting: list[list[Item]] = []
+        self.done: list[Node] = []
+
+    def add(self, it: Item) -> None:
+        self.current.append(it)
+        self.size += len(it.canon)
+        for d, data in it.payloads.items():
+            self.packer.add(d, data)
+        if _is_boundary(it.id) or len(self.current) >= LEAF_MAX_ITEMS or self.size >= LEAF_MAX_BYTES:
+            self.close_leaf()
+
+    def close_leaf(self) -> None:
+        if self.current:
+            self.waiting.append(self.current)
+            self.current, self.size = [], 0
+        if self.packer.pending_bytes >= payloads.PACK_BYTES:
+            self._release()
+
+    def _release(self) -> None:
+        self.packer.seal()
+        for items in self.waiting:
+            self.done.append(_write_leaf(self.store, items, self.packer))
+        self.waiting = []
+
+    def take(self) -> list[Node]:
+        """Leaves written so far (and forgets them)."""
+        out, self.done = self.done, []
+        return out
+
+    def finish(self) -> list[Node]:
+        """Close the open leaf, seal the last pack; every leaf not yet taken."""
+        if self.current:
+            self.waiting.append(self.current)
+            self.current, self.size = [], 0
+        self._release()
+        return self.take()
+
+
+def _chunk(store: ObjectStore, items: Iterable[Item], packer: Packer | None = None) -> list[Node]:
+    w = _Writer(store, packer)
+    out: list[Node] = []
     for it in items:
-        current.append(it)
-        size += len(it.canon)
-        if _is_boundary(it.id) or len(current) >= LEAF_MAX_ITEMS or size >= LEAF_MAX_BYTES:
-            yield _write_leaf(store, current)
-            current, size = [], 0
-    if current:
-        yield _write_leaf(store, current)
+        w.add(it)
+        if w.done:
+            out.extend(w.take())
+    out.extend(w.finish())
+    return out
 
 
 def _build_levels(store: ObjectStore, leaves: list[Node]) -> Node | None:
@@ -132,9 +189,13 @@ def _build_levels(store: ObjectStore, leaves: list[Node]) -> Node | None:
     return level[0]
 
 
-def build(store: ObjectStore, items: Iterable[Item]) -> Node | None:
-    """Store a whole sequence; returns its root, or None when it is empty."""
-    return _build_levels(store, list(_chunk(store, items)))
+def build(store: ObjectStore, items: Iterable[Item], packer: Packer | None = None) -> Node | None:
+    """Store a whole sequence; returns its root, or None when it is empty.
+
+    ``packer`` receives the new payloads; pass one to continue a pack chain and to
+    refer to payloads already stored (see :func:`payload_locations`).
+    """
+    return _build_levels(store, _chunk(store, items, packer))
 
 
 # ------------------------------------------------------------------------------ reading
@@ -183,15 +244,32 @@ def leaves(store: ObjectStore, root: Node | None) -> list[Node]:
     return out
 
 
+def _hex_digest(oid: bytes, name: str) -> bytes:
+    try:
+        return bytes.fromhex(name[1:])
+    except ValueError:
+        raise CorruptObjectError(f"leaf {oid.hex()[:12]} has a malformed entry {name!r}") from None
+
+
+def payload_locations(store: ObjectStore, root: Node | None) -> dict[bytes, Location]:
+    """Where every payload of a sequence is stored (reads the leaf trees, not the leaves)."""
+    out: dict[bytes, Location] = {}
+    for leaf in leaves(store, root):
+        for name, is_tree, child in store.read_tree(leaf.oid):
+            if name.startswith("p") and len(name) == 65:
+                out.setdefault(_hex_digest(leaf.oid, name), (child, is_tree))
+    return out
+
+
 def read_leaf(store: ObjectStore, oid: bytes) -> list[Item]:
     entries = store.read_tree(oid)
-    payload_oids: dict[bytes, bytes] = {}
+    payload_oids: dict[bytes, Location] = {}
     blob = None
     for name, is_tree, child in entries:
         if name == LEAF_BLOB:
             blob = child
-        elif name.startswith("p") and len(name) == 65 and not is_tree:
-            payload_oids[bytes.fromhex(name[1:])] = child
+        elif name.startswith("p") and len(name) == 65:
+            payload_oids[_hex_digest(oid, name)] = (child, is_tree)
         else:
             raise CorruptObjectError(f"leaf {oid.hex()[:12]} has a stray entry {name!r}")
     if blob is None:
@@ -266,14 +344,13 @@ def item_index_of_turn(store: ObjectStore, root: Node | None, turn: int) -> int:
 # ---------------------------------------------------------------------------- changing
 
 
-def append(store: ObjectStore, root: Node | None, items: Iterable[Item]) -> Node | None:
+def append(store: ObjectStore, root: Node | None, items: Iterable[Item], packer: Packer | None = None) -> Node | None:
     """The sequence with ``items`` added at the end: rewrites the last leaf and the spine."""
     all_leaves = leaves(store, root)
     tail: list[Item] = []
     if all_leaves:
         tail = read_leaf(store, all_leaves.pop().oid)
-    new_leaves = list(_chunk(store, _concat(tail, items)))
-    return _build_levels(store, all_leaves + new_leaves)
+    return _build_levels(store, all_leaves + _chunk(store, _concat(tail, items), packer))
 
 
 def truncate(store: ObjectStore, root: Node | None, n: int) -> Node | None:
@@ -286,12 +363,14 @@ def truncate(store: ObjectStore, root: Node | None, n: int) -> Node | None:
             base += leaf.items
             continue
         if base < n:
-            kept.extend(_chunk(store, read_leaf(store, leaf.oid)[: n - base]))
+            kept.extend(_chunk(store, read_leaf(store, leaf.oid)[: n - base]))  # stored items: no new payloads
         break
     return _build_levels(store, kept)
 
 
-def splice(store: ObjectStore, root: Node | None, start: int, end: int, replacement: Iterable[Item]) -> Node | None:
+def splice(
+    store: ObjectStore, root: Node | None, start: int, end: int, replacement: Iterable[Item], packer: Packer | None = None
+) -> Node | None:
     """Replace records ``[start, end)`` by ``replacement``.
 
     Leaves that end before ``start`` are reused. From the leaf that holds ``start`` on,
@@ -310,16 +389,7 @@ def splice(store: ObjectStore, root: Node | None, start: int, end: int, replacem
         out.append(all_leaves[i])
         pos += all_leaves[i].items
         i += 1
-    current: list[Item] = []
-    size = 0
-
-    def emit(it: Item) -> None:
-        nonlocal current, size
-        current.append(it)
-        size += len(it.canon)
-        if _is_boundary(it.id) or len(current) >= LEAF_MAX_ITEMS or size >= LEAF_MAX_BYTES:
-            out.append(_write_leaf(store, current))
-            current, size = [], 0
+    w = _Writer(store, packer)
 
     replaced = False
     for j in range(i, len(all_leaves)):
@@ -327,19 +397,16 @@ def splice(store: ObjectStore, root: Node | None, start: int, end: int, replacem
             if pos == start and not replaced:
                 replaced = True
                 for r in replacement:
-                    emit(r)
+                    w.add(r)
             if not start <= pos < end:
-                emit(it)
+                w.add(it)
             pos += 1
-        if replaced and pos >= end and not current:
-            out.extend(all_leaves[j + 1 :])
-            return _build_levels(store, out)
+        if replaced and pos >= end and not w.current:
+            return _build_levels(store, out + w.finish() + all_leaves[j + 1 :])
     if not replaced:
         for r in replacement:
-            emit(r)
-    if current:
-        out.append(_write_leaf(store, current))
-    return _build_levels(store, out)
+            w.add(r)
+    return _build_levels(store, out + w.finish())
 
 
 def _concat(first: list[Item], rest: Iterable[Item]) -> Iterator[Item]:

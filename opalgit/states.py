@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from . import adapters, codec, oplog, sequence
+from . import adapters, codec, oplog, payloads, sequence
 from .errors import RevisionError
 from .model import Normal, StateHeader, Turn, summarize
 from .refs import OPLOG_REF, REMOTE_PREFIX, branch_ref
@@ -19,6 +19,9 @@ from .store import CommitData
 
 STATE_BLOB = "opal"
 TURNS_TREE = "turns"
+#: The newest payload pack of the state's history: the next commit's packs continue
+#: its chain (:mod:`payloads`). Optional.
+PACKS_TREE = "packs"
 
 
 # ================================================================== reading states
@@ -31,6 +34,7 @@ class State:
     commit: CommitData
     header: StateHeader
     root: Node | None
+    packs: bytes | None = None  # the tip of the payload pack chain
 
     @property
     def oid(self) -> bytes:
@@ -46,7 +50,8 @@ def load_state(repo: Repository, oid: bytes) -> State:
     root = None
     if TURNS_TREE in entries:
         root = Node(entries[TURNS_TREE][1], header.items, header.turns)
-    return State(commit, header, root)
+    packs = entries[PACKS_TREE][1] if PACKS_TREE in entries and entries[PACKS_TREE][0] else None
+    return State(commit, header, root, packs)
 
 
 def write_state(
@@ -55,11 +60,19 @@ def write_state(
     root: Node | None,
     parents: list[bytes],
     message: str,
+    *,
+    packs: bytes | None = None,
 ) -> bytes:
+    """Write a state commit. ``packs`` is the tip of the payload pack chain; by
+    default the first parent's is carried forward."""
     store = repo.store
+    if packs is None and parents:
+        packs = load_state(repo, parents[0]).packs
     entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
     if root is not None:
         entries.append((TURNS_TREE, True, root.oid))
+    if packs is not None:
+        entries.append((PACKS_TREE, True, packs))
     tree = store.write_tree(entries)
     sig = repo.signature()
     oid = store.write_commit(tree, parents, sig, sig, message)
@@ -67,16 +80,37 @@ def write_state(
     return oid
 
 
+def packer_for(repo: Repository, state: State | None, *, full: bool, also: list[State] = ()) -> payloads.Packer:
+    """The payload packer of an operation that builds on ``state``.
+
+    Its packs continue the state's chain. With ``full`` (a whole sequence is built
+    again: a re-import, a fork), it knows where every payload of ``state`` (and of
+    ``also``) is stored, so unchanged turns give the same leaves and share them; an
+    append needs only the chain (a payload read again compresses to a few bytes
+    against it).
+    """
+    known: dict[bytes, payloads.Location] = {}
+    if full:
+        for st in [state, *also]:
+            if st is not None:
+                for d, loc in sequence.payload_locations(repo.store, st.root).items():
+                    known.setdefault(d, loc)
+    base = state.packs if state is not None else None
+    if base is not None and not repo.store.exists(base):
+        base = None
+    return payloads.Packer(repo.store, base=base, known=known)
+
+
 def load_payload(repo: Repository, item: Item):
     def load(d: bytes) -> bytes:
         try:
-            oid = item.payload_oids[d]
+            loc = item.payload_oids[d]
         except KeyError:
             data = item.payloads.get(d)
             if data is None:
                 raise RevisionError(f"payload {d.hex()[:12]} is missing") from None
             return data
-        return codec.unframe(repo.store.read_blob(oid))
+        return payloads.load(repo.store, d, loc)
 
     return load
 

@@ -131,6 +131,7 @@ class ObjectStore:
         self._pending_bytes = 0
         self.written_objects = 0  # objects actually written (not already present)
         self.written_bytes = 0
+        self._pack_cache = None  # payloads.PackCache, made on first use
 
     # -- backend ------------------------------------------------------------------
 
@@ -179,6 +180,7 @@ class ObjectStore:
 
     def discard(self) -> None:
         """Forget buffered objects (an operation that failed before its ref update)."""
+        self._pack_cache = None  # it may hold packs that were never written
         self._pending.clear()
         self._pending_bytes = 0
 

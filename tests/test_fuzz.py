@@ -140,5 +140,5 @@ def test_a_session_that_grows_while_it_is_read(project, home):
     assert st.header.items == len(data)
     from opalgit.adapters.claude import ClaudeAdapter
 
-    whole = porcelain.sequence.build(repo.store, porcelain._items(ClaudeAdapter().read(path).records))
-    assert whole.oid == st.root.oid
+    whole = [it.id for it in porcelain._items(ClaudeAdapter().read(path).records)]
+    assert [si.item.id for si in porcelain.sequence.iter_items(repo.store, st.root)] == whole

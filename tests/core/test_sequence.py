@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import codec, sequence
+from opalgit import codec, payloads, sequence
 from opalgit.model import Turn
 from opalgit.store import GitObjectStore, MemoryObjectStore
 
@@ -51,21 +51,39 @@ def test_build_and_read_back(store):
     assert sequence.build(store, []) is None
 
 
+# Leaf trees name the pack that holds each payload, so structural equality holds for
+# builds that agree on where payloads are: one packer shared by the calls below
+# (as a commit shares the parent state's payload locations).
+
+
 def test_appends_give_the_same_tree_as_one_build(store):
-    full = sequence.build(store, ITEMS)
+    packer = payloads.Packer(store)
+    full = sequence.build(store, ITEMS, packer)
     root = None
     for start in range(0, len(ITEMS), 97):
-        root = sequence.append(store, root, ITEMS[start : start + 97])
+        root = sequence.append(store, root, ITEMS[start : start + 97], packer)
     assert root == full
 
 
 def test_truncate_and_splice_match_a_fresh_build(store):
-    full = sequence.build(store, ITEMS)
-    assert sequence.truncate(store, full, 333) == sequence.build(store, ITEMS[:333])
+    packer = payloads.Packer(store)
+    full = sequence.build(store, ITEMS, packer)
+    assert sequence.truncate(store, full, 333) == sequence.build(store, ITEMS[:333], packer)
     assert sequence.truncate(store, full, 0) is None
     extra = [make_item(10_000 + i) for i in range(3)]
     for a, b in [(0, 0), (0, 10), (100, 400), (1490, 1500), (750, 751), (1500, 1500)]:
-        assert sequence.splice(store, full, a, b, extra) == sequence.build(store, ITEMS[:a] + extra + ITEMS[b:])
+        want = sequence.build(store, ITEMS[:a] + extra + ITEMS[b:], packer)
+        assert sequence.splice(store, full, a, b, extra, packer) == want
+
+
+def test_payload_locations_let_a_rebuild_share_every_leaf(store):
+    full = sequence.build(store, ITEMS)
+    store.flush()
+    known = sequence.payload_locations(store, full)
+    assert len(known) == 3
+    packer = payloads.Packer(store, known=known)
+    assert sequence.build(store, ITEMS, packer) == full
+    assert packer.packs_written == 0
 
 
 def test_turn_numbers_skip_meta_records(store):
@@ -82,9 +100,9 @@ def test_payloads_are_stored_once_and_resolve(store):
     store.flush()
     digests = set()
     for si in sequence.iter_items(store, root):
-        for d, oid in si.item.payload_oids.items():
+        for d, loc in si.item.payload_oids.items():
             digests.add(d)
-            assert codec.unframe(store.read_blob(oid)).startswith(b"payload ")
+            assert payloads.load(store, d, loc).startswith(b"payload ")
     assert len(digests) == 3
 
 

@@ -1,0 +1,295 @@
+"""Where long strings are stored: payload packs, compressed together and chained.
+
+A *payload* is a long string moved out of a record (:func:`codec.externalize`),
+named by the SHA-256 of its UTF-8 bytes. Compressed one by one, payloads lose what
+they share with each other: a file read, edited, and read again; the same text once
+numbered and once raw. So the payloads new in one operation are written together, as
+one zstd frame, in a *pack*, and each pack is compressed with the most recent
+:data:`WINDOW` bytes of the packs before it as a zstd raw-content dictionary, so a
+file that an earlier commit stored costs a few bytes when the agent reads it again.
+
+A pack is a git tree::
+
+    pack    blob: b"OPK1", u32 header length (big-endian), canonical header,
+                  then one zstd frame of the payloads' bytes, concatenated
+    base    tree: the previous pack of the chain (absent in a keyframe)
+
+The header is ``[1, "pack", {"digests", "sizes", "dict", "depth", "chain"}]``:
+the payloads in frame order, how many bytes of dictionary the frame was compressed
+with (the last ``dict`` bytes of the base's window; 0 in a keyframe), the chain depth
+and the bytes of content from the keyframe through this pack. A pack's *window* is
+the last :data:`WINDOW` bytes of (its base's window + its own content). The ``base``
+entry makes git keep everything a pack needs to be decompressed.
+
+Leaf trees of the turn sequence name each payload their turns use, ``p<sha256 hex>``,
+pointing at the pack that holds it (:mod:`sequence`). Reading a payload decompresses
+its pack and, to rebuild the dictionary, the chain back to the keyframe; chains are
+cut by a keyframe after :data:`MAX_CHAIN_BYTES` of content or :data:`MAX_DEPTH` packs,
+which bounds a cold read, and decompressed packs are cached per store.
+
+A payload entry may also point at a blob holding one framed payload (the layout before
+packs); such entries are read as they are.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import codec
+from .errors import CorruptObjectError
+from .store import ObjectStore
+
+MAGIC_PACK = b"OPK1"
+PACK_BLOB = "pack"
+BASE_TREE = "base"
+
+#: How much earlier content a pack is compressed against (zstd window: 2**23).
+WINDOW = 8 * 1024 * 1024
+_WINDOW_LOG = 23
+#: A pack is sealed once this much content waits (between two leaves).
+PACK_BYTES = 8 * 1024 * 1024
+#: A chain is cut (the next pack is a keyframe) after this much content ...
+MAX_CHAIN_BYTES = 64 * 1024 * 1024
+#: ... or this many packs, whichever comes first: bounds what a cold read decompresses.
+MAX_DEPTH = 64
+#: Decompressed packs kept per store (bytes of content).
+CACHE_BYTES = 64 * 1024 * 1024
+
+_ZSTD_LEVEL = 3
+
+#: Where a payload is: (oid, is_tree). A tree is a pack; a blob is one framed payload.
+Location = tuple[bytes, bool]
+
+
+@dataclass
+class Pack:
+    """A decoded pack: its payloads' places in ``content`` and its chain facts."""
+
+    oid: bytes
+    base: bytes | None
+    index: dict[bytes, tuple[int, int]]  # digest -> (offset, size) in content
+    content: bytes
+    depth: int
+    chain: int
+    window: bytes  # last WINDOW bytes of the chain through this pack
+
+
+def _params() -> "codec.zstandard.ZstdCompressionParameters":
+    return codec.zstandard.ZstdCompressionParameters.from_level(
+        _ZSTD_LEVEL, window_log=_WINDOW_LOG, write_content_size=True
+    )
+
+
+def _dict(window: bytes):
+    return codec.zstandard.ZstdCompressionDict(window, dict_type=codec.zstandard.DICT_TYPE_RAWCONTENT)
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+class PackCache:
+    """Decoded packs of one store, least recently used evicted past :data:`CACHE_BYTES`."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._packs: OrderedDict[bytes, Pack] = OrderedDict()
+        self._bytes = 0
+
+    def _remember(self, pack: Pack) -> None:
+        old = self._packs.pop(pack.oid, None)
+        if old is not None:
+            self._bytes -= len(old.content) + len(old.window)
+        self._packs[pack.oid] = pack
+        self._bytes += len(pack.content) + len(pack.window)
+        while self._bytes > CACHE_BYTES and len(self._packs) > 1:
+            _, old = self._packs.popitem(last=False)
+            self._bytes -= len(old.content) + len(old.window)
+
+    def pack(self, oid: bytes) -> Pack:
+        """The decoded pack ``oid`` (decompressing its chain back to a cached pack or keyframe)."""
+        hit = self._packs.get(oid)
+        if hit is not None:
+            self._packs.move_to_end(oid)
+            return hit
+        # Walk back to a pack we have, or to the keyframe, then decode forwards:
+        # iterative, so a long chain cannot exhaust the stack.
+        chain: list[tuple[bytes, bytes, bytes | None]] = []  # (oid, blob bytes, base)
+        cur: bytes | None = oid
+        known: Pack | None = None
+        seen: set[bytes] = set()
+        while cur is not None:
+            if cur in self._packs:
+                known = self._packs[cur]
+                break
+            if cur in seen or len(chain) > MAX_DEPTH:
+                raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a chain that does not end")
+            seen.add(cur)
+            blob, base = _read_pack_tree(self.store, cur)
+            chain.append((cur, blob, base))
+            cur = base
+        prev = known
+        for pack_oid, blob, base in reversed(chain):
+            prev = _decode(pack_oid, blob, base, prev)
+            self._remember(prev)
+        assert prev is not None
+        return prev
+
+    def payload(self, digest: bytes, loc: Location) -> bytes:
+        oid, is_tree = loc
+        if not is_tree:
+            return codec.unframe(self.store.read_blob(oid))
+        pack = self.pack(oid)
+        try:
+            offset, size = pack.index[digest]
+        except KeyError:
+            raise CorruptObjectError(f"payload pack {oid.hex()[:12]} does not hold payload {digest.hex()[:12]}") from None
+        return pack.content[offset : offset + size]
+
+
+def _read_pack_tree(store: ObjectStore, oid: bytes) -> tuple[bytes, bytes | None]:
+    blob = base = None
+    for name, is_tree, child in store.read_tree(oid):
+        if name == PACK_BLOB and not is_tree:
+            blob = child
+        elif name == BASE_TREE and is_tree:
+            base = child
+        else:
+            raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a stray entry {name!r}")
+    if blob is None:
+        raise CorruptObjectError(f"tree {oid.hex()[:12]} is not a payload pack")
+    return store.read_blob(blob), base
+
+
+def split_blob(oid: bytes, blob: bytes) -> tuple[dict, bytes]:
+    """A pack blob's header and its compressed frame."""
+    if blob[:4] != MAGIC_PACK or len(blob) < 8:
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has no pack header")
+    (n,) = struct.unpack(">I", blob[4:8])
+    if 8 + n > len(blob):
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} is cut short")
+    header = codec.unpack_canonical(blob[8 : 8 + n], "pack")
+    return header, blob[8 + n :]
+
+
+def _decode(oid: bytes, blob: bytes, base: bytes | None, prev: Pack | None) -> Pack:
+    header, frame = split_blob(oid, blob)
+    try:
+        digests, sizes = header["digests"], header["sizes"]
+        dict_len, depth, chain = int(header["dict"]), int(header["depth"]), int(header["chain"])
+    except (KeyError, TypeError, ValueError):
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a malformed header") from None
+    if len(digests) != len(sizes):
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a malformed header")
+    base_window = prev.window if (base is not None and prev is not None) else b""
+    if dict_len > len(base_window):
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} needs more of its base than the chain holds")
+    window = base_window[len(base_window) - dict_len :] if dict_len else b""
+    try:
+        d = codec.zstandard.ZstdDecompressor(dict_data=_dict(window)) if window else codec.zstandard.ZstdDecompressor()
+        content = d.decompress(frame, max_output_size=codec.MAX_OBJECT_SIZE)
+    except codec.zstandard.ZstdError as exc:
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} does not decompress: {exc}") from None
+    index: dict[bytes, tuple[int, int]] = {}
+    offset = 0
+    for d_, size in zip(digests, sizes):
+        index[d_] = (offset, size)
+        offset += size
+    if offset != len(content):
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} holds {len(content)} bytes, its header says {offset}")
+    return Pack(oid, base, index, content, depth, chain, (base_window + content)[-WINDOW:] if base_window else content[-WINDOW:])
+
+
+def cache(store: ObjectStore) -> PackCache:
+    """The pack cache of ``store`` (one per store, made on first use)."""
+    pc = store._pack_cache
+    if pc is None:
+        pc = store._pack_cache = PackCache(store)
+    return pc
+
+
+def load(store: ObjectStore, digest: bytes, loc: Location) -> bytes:
+    """The bytes of payload ``digest``, stored at ``loc``."""
+    return cache(store).payload(digest, loc)
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+class Packer:
+    """Collects one operation's new payloads and writes them as chained packs.
+
+    ``base`` is the pack the first new pack continues (the tip of the state the
+    operation builds on); ``known`` maps payloads that are already stored to where,
+    so that they are referred to, not written again.
+    """
+
+    def __init__(self, store: ObjectStore, base: bytes | None = None, known: Mapping[bytes, Location] | None = None) -> None:
+        self.store = store
+        self.tip = base
+        self.known: dict[bytes, Location] = dict(known or {})
+        self._pending: dict[bytes, bytes] = {}
+        self.pending_bytes = 0
+        self.packs_written = 0
+
+    def location(self, digest: bytes) -> Location | None:
+        return self.known.get(digest)
+
+    def add(self, digest: bytes, data: bytes) -> None:
+        if digest in self.known or digest in self._pending:
+            return
+        self._pending[digest] = data
+        self.pending_bytes += len(data)
+
+    def seal(self) -> None:
+        """Write the waiting payloads as one pack (nothing when none wait)."""
+        if not self._pending:
+            return
+        digests = list(self._pending)
+        content = b"".join(self._pending.values())
+        base: Pack | None = None
+        if self.tip is not None:
+            try:
+                base = cache(self.store).pack(self.tip)
+            except CorruptObjectError:
+                base = None  # a damaged chain is not continued: start a keyframe
+        if base is not None and (base.depth + 1 >= MAX_DEPTH or base.chain + len(content) > MAX_CHAIN_BYTES):
+            base = None
+        window = base.window if base is not None else b""
+        compressor = codec.zstandard.ZstdCompressor(
+            compression_params=_params(), dict_data=_dict(window) if window else None
+        )
+        frame = compressor.compress(content)
+        depth = base.depth + 1 if base is not None else 0
+        chain = (base.chain if base is not None else 0) + len(content)
+        header = codec.pack_canonical(
+            "pack",
+            {
+                "digests": digests,
+                "sizes": [len(self._pending[d]) for d in digests],
+                "dict": len(window),
+                "depth": depth,
+                "chain": chain,
+            },
+        )
+        blob = self.store.write_blob(MAGIC_PACK + struct.pack(">I", len(header)) + header + frame)
+        entries = [(PACK_BLOB, False, blob)]
+        if base is not None:
+            entries.append((BASE_TREE, True, base.oid))
+        oid = self.store.write_tree(entries)
+        # The new pack is cached as written: the next seal continues from it.
+        index: dict[bytes, tuple[int, int]] = {}
+        offset = 0
+        for d in digests:
+            index[d] = (offset, len(self._pending[d]))
+            offset += len(self._pending[d])
+            self.known[d] = (oid, True)
+        cache(self.store)._remember(
+            Pack(oid, base.oid if base else None, index, content, depth, chain, (window + content)[-WINDOW:])
+        )
+        self.tip = oid
+        self.packs_written += 1
+        self._pending.clear()
+        self.pending_bytes = 0

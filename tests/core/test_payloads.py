@@ -1,0 +1,165 @@
+"""Payload packs: chained compression, reading back cold, keyframes, damage."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import pygit2
+import pytest
+
+from opalgit import codec, payloads
+from opalgit.errors import CorruptObjectError
+from opalgit.store import GitObjectStore, MemoryObjectStore
+from tests.conftest import git
+
+
+def text(seed: int, size: int) -> bytes:
+    rnd = random.Random(seed)
+    words = [f"w{rnd.randrange(5000)}" for _ in range(size // 5)]
+    return " ".join(words).encode()[:size]
+
+
+def put(packer: payloads.Packer, data: bytes) -> bytes:
+    d = hashlib.sha256(data).digest()
+    packer.add(d, data)
+    return d
+
+
+@pytest.fixture
+def git_store(tmp_path):
+    git("init", "-q", "--bare", str(tmp_path / "r.git"))
+    path = str(tmp_path / "r.git")
+    return lambda: GitObjectStore(pygit2.Repository(path), os.path.join(path, "objects"))
+
+
+def test_a_chain_reads_back_cold_in_a_fresh_store(git_store):
+    store = git_store()
+    packer = payloads.Packer(store)
+    written: dict[bytes, bytes] = {}
+    tips = []
+    for round_ in range(5):
+        for i in range(20):
+            data = text(round_ * 100 + i, 3000 + i)
+            written[put(packer, data)] = data
+        packer.seal()
+        tips.append(packer.tip)
+    store.flush()
+    # A fresh store: nothing cached, every pack decoded from the chain on disk.
+    cold = git_store()
+    for d, data in written.items():
+        loc = packer.known[d]
+        assert loc[1] and payloads.load(cold, d, loc) == data
+    last = payloads.cache(cold).pack(tips[-1])
+    assert last.depth == 4 and last.base == tips[-2]
+
+
+def test_content_seen_before_costs_little_in_a_later_pack():
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store)
+    big = text(1, 200_000)
+    put(packer, big)
+    packer.seal()
+    first = store._pending[store.read_tree(packer.tip)[0][2]][1]
+    # The same text, edited at its end: a new payload that the window already holds.
+    put(packer, big + b" and one more line")
+    packer.seal()
+    blob = [c for n, _, c in store.read_tree(packer.tip) if n == "pack"][0]
+    second = store.read_blob(blob)
+    assert len(second) < len(first) / 20
+
+
+def test_known_payloads_are_not_written_again():
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store)
+    d = put(packer, text(2, 5000))
+    packer.seal()
+    again = payloads.Packer(store, base=packer.tip, known=packer.known)
+    put(again, text(2, 5000))
+    again.seal()
+    assert again.packs_written == 0 and again.location(d) == packer.known[d]
+
+
+def test_a_chain_is_cut_by_a_keyframe(monkeypatch):
+    monkeypatch.setattr(payloads, "MAX_DEPTH", 3)
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store)
+    depths = []
+    for i in range(7):
+        put(packer, text(i, 4000))
+        packer.seal()
+        depths.append(payloads.cache(store).pack(packer.tip).depth)
+    assert depths == [0, 1, 2, 0, 1, 2, 0]
+    # A keyframe has no base entry: the chain git keeps alive ends there.
+    names = [n for n, _, _ in store.read_tree(packer.tip)]
+    assert names == ["pack"]
+
+
+def test_chain_bytes_also_cut_it(monkeypatch):
+    monkeypatch.setattr(payloads, "MAX_CHAIN_BYTES", 10_000)
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store)
+    depths = []
+    for i in range(4):
+        put(packer, text(i, 4000))
+        packer.seal()
+        depths.append(payloads.cache(store).pack(packer.tip).depth)
+    assert depths == [0, 1, 0, 1]
+
+
+def test_damaged_packs_are_reported_not_misread():
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store)
+    d = put(packer, text(3, 5000))
+    packer.seal()
+    store.flush()
+    tree = packer.tip
+    blob_oid = store.read_tree(tree)[0][2]
+    good = store.read_blob(blob_oid)
+
+    def with_blob(data: bytes) -> bytes:
+        fresh = MemoryObjectStore()
+        return fresh, fresh.write_tree([("pack", False, fresh.write_blob(data))])
+
+    for bad in (good[:10], b"XXXX" + good[4:], good[:-7], good[:8] + b"\x00" * 40):
+        fresh, oid = with_blob(bad)
+        with pytest.raises(CorruptObjectError):
+            payloads.load(fresh, d, (oid, True))
+    fresh, oid = with_blob(good)
+    with pytest.raises(CorruptObjectError, match="does not hold"):
+        payloads.load(fresh, b"\x01" * 32, (oid, True))
+    # A stray entry in a pack tree.
+    odd = MemoryObjectStore()
+    oid = odd.write_tree([("pack", False, odd.write_blob(good)), ("extra", False, odd.write_blob(b"x"))])
+    with pytest.raises(CorruptObjectError, match="stray"):
+        payloads.load(odd, d, (oid, True))
+
+
+def test_a_single_payload_blob_still_reads():
+    store = MemoryObjectStore()
+    data = text(4, 3000)
+    oid = store.write_blob(codec.frame(data))
+    assert payloads.load(store, hashlib.sha256(data).digest(), (oid, False)) == data
+
+
+def test_git_keeps_every_pack_a_reachable_one_needs(git_store, tmp_path):
+    store = git_store()
+    packer = payloads.Packer(store)
+    written = {}
+    for i in range(4):
+        data = text(10 + i, 6000)
+        written[put(packer, data)] = data
+        packer.seal()
+    # Only the newest pack is referenced; its base entries must keep the rest.
+    root = store.write_tree([("p" + "0" * 64, True, packer.tip)])
+    sig = pygit2.Signature("t", "t@example.com")
+    repo = pygit2.Repository(str(tmp_path / "r.git"))
+    store.flush()
+    commit = repo.create_commit("refs/heads/keep", sig, sig, "keep", pygit2.Oid(raw=root), [])
+    assert commit
+    git("gc", "-q", "--prune=now", cwd=str(tmp_path / "r.git"))
+    assert git("fsck", "--full", "--strict", cwd=str(tmp_path / "r.git")).returncode == 0
+    cold = git_store()
+    for d, data in written.items():
+        assert payloads.load(cold, d, packer.known[d]) == data
