@@ -6,20 +6,88 @@ shown only with ``-v``.
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import sys
-import traceback
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import click
 
-from . import __version__, porcelain, render
+from . import __version__
 from .errors import NothingToDoError, OpalError
 from .repo import Repository
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+# Start-up time matters ('opal --version', and the post-commit hook that every 'git
+# commit' runs), so this module imports only click and what every command needs. The
+# commands import what they use (porcelain, and through it pygit2 and the adapters)
+# when they run, and the commands of the other CLI modules are registered lazily:
+# :data:`LAZY_COMMANDS` names the module that defines each one, imported on first use.
+
+#: Commands defined in other modules: name -> module that attaches it to :data:`cli`.
+LAZY_COMMANDS = {
+    **dict.fromkeys(
+        ("branch", "switch", "rewind", "undo", "op", "merge", "drop", "squash", "trim"), "opalgit.cli_edit"
+    ),
+    **dict.fromkeys(("export", "resume", "secrets"), "opalgit.cli_export"),
+    **dict.fromkeys(("log", "show", "diff", "stats"), "opalgit.cli_history"),
+    **dict.fromkeys(("hooks", "hook", "at", "push", "fetch", "pull", "clone-state", "config"), "opalgit.cli_sync"),
+}
+
+#: The command modules, in the order their commands are listed in ``cli.commands``.
+COMMAND_MODULES = ("opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history", "opalgit.cli_sync")
+
+
+class LazyGroup(click.Group):
+    """A group whose commands from other modules are imported when first used.
+
+    Running a command imports only the module that defines it; listing them
+    (``opal --help``) imports each to get its short help. Reading :attr:`commands`
+    from outside (the docs generator, tests) imports every module first, so it is
+    the complete mapping, as if everything had been imported up front.
+    """
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        self._lazy = dict(lazy_commands or {})
+        self._registering = 0
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        if self._lazy and not self._registering:
+            self._import(*COMMAND_MODULES, *self._lazy.values())
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = value
+
+    def _import(self, *modules: str) -> None:
+        self._registering += 1
+        try:
+            for module in dict.fromkeys(modules):
+                importlib.import_module(module)
+        finally:
+            self._registering -= 1
+        self._lazy = {name: m for name, m in self._lazy.items() if m not in modules}
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        # Registering (a command module being imported) must not import the others.
+        self._registering += 1
+        try:
+            super().add_command(cmd, name)
+        finally:
+            self._registering -= 1
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self._commands and cmd_name in self._lazy:
+            self._import(self._lazy[cmd_name])
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self._commands, *self._lazy})
 
 
 @dataclass
@@ -44,6 +112,8 @@ class Ctx:
             click.echo(text, color=self.color)
 
     def json(self, value: Any) -> None:
+        import json
+
         click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
 
     def note(self, text: str) -> None:
@@ -62,7 +132,7 @@ def _json_default(value: Any) -> Any:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
-@click.group(context_settings=CONTEXT)
+@click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="opal", message="%(prog)s %(version)s")
 @click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if opal was started in this folder.")
 @click.option("-v", "--verbose", is_flag=True, help="Show a traceback on errors.")
@@ -116,6 +186,8 @@ def init(c: Ctx) -> None:
       opal init
       opal -C ~/src/my-project init
     """
+    from . import porcelain
+
     res = porcelain.init(c.cwd)
     where = f"{res.path} ({'own store in .opal/' if res.own_store else 'git repository'})"
     if res.created:
@@ -150,6 +222,8 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
       opal commit --session 7c83c109-bd8e-4995-ab21-c69c5256ec0d
       opal commit --file ~/.claude/projects/-home-me-app/7c83c109.jsonl --agent claude
     """
+    from . import porcelain, render
+
     repo = c.repo()
     try:
         res = porcelain.commit(repo, os.environ, c.cwd, message=message, agent=agent, session=session_id, file=path)
@@ -208,7 +282,7 @@ def status(c: Ctx, as_json: bool) -> None:
       opal status
       opal status --json
     """
-    from . import merging
+    from . import merging, porcelain, render
 
     repo = c.repo()
     st = porcelain.status(repo, os.environ, c.cwd)
@@ -320,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except OpalError as exc:
         if verbose:
+            import traceback
+
             traceback.print_exc()
         click.echo(f"opal: error: {exc.message}", err=True)
         if exc.hint:
@@ -336,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             return 0
         if verbose:
+            import traceback
+
             traceback.print_exc()
         where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
         click.echo(f"opal: error: cannot access{where}: {exc.strerror or exc}", err=True)
@@ -350,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # a bug: say so in one line, traceback with -v
         if verbose:
+            import traceback
+
             traceback.print_exc()
         click.echo(f"opal: internal error: {type(exc).__name__}: {exc}", err=True)
         click.echo("hint: run again with -v for a traceback, and report it", err=True)
@@ -359,8 +439,16 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
-# The command modules attach their commands to `cli` when imported.
-from . import cli_edit, cli_export, cli_history, cli_sync  # noqa: E402
-
 __all__ = ["cli", "main", "cli_edit", "cli_export", "cli_history", "cli_sync"]
+
+if TYPE_CHECKING:
+    from . import cli_edit, cli_export, cli_history, cli_sync
+
+
+def __getattr__(name: str) -> Any:
+    # The command modules are imported lazily (see LAZY_COMMANDS); as attributes of
+    # this module (opalgit.cli.cli_sync) they are imported on first access.
+    if f"opalgit.{name}" in COMMAND_MODULES:
+        return importlib.import_module(f"opalgit.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from . import hooks, links, porcelain, remote, render
+from . import hooks, links, porcelain, render
 from .cli import CONTEXT, Ctx, cli, pass_ctx
 from .errors import NothingToDoError, OpalError, UsageError
 from .repo import Repository
 from .tokens import estimate, human
+
+if TYPE_CHECKING:
+    from . import remote
+
+# opalgit.remote is imported by the commands that talk to remotes, not here: the
+# post-commit hook ('opal hook post-commit', run by every git commit) does not need it.
 
 # ------------------------------------------------------------------------------ hooks
 
@@ -265,6 +272,8 @@ def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, allow
       opal push origin main:alice/main
       opal push --force           # after 'opal fetch', overwrite theirs
     """
+    from . import remote
+
     repo = c.repo()
     res = remote.push(repo, os.environ, remote_name, branch, force=force, allow_secrets=allow_secrets)
     if as_json:
@@ -294,6 +303,8 @@ def fetch(c: Ctx, remote_name: str | None, as_json: bool) -> None:
       opal fetch upstream
       opal log origin/try-sqlite
     """
+    from . import remote
+
     repo = c.repo()
     res = remote.fetch(repo, os.environ, remote_name)
     if as_json:
@@ -337,6 +348,8 @@ def pull(c: Ctx, remote_name: str | None, branch: str | None, as_json: bool) -> 
       opal pull origin alice/main
       opal undo                   # back to where the branch was
     """
+    from . import remote
+
     repo = c.repo()
     res = remote.pull(repo, os.environ, remote_name, branch)
     if as_json:
@@ -375,6 +388,8 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
       opal at HEAD~3              # the teammate's state at that code commit
     """
     porcelain.init(c.cwd)
+    from . import remote
+
     repo = c.repo()
     res = remote.clone_state(repo, os.environ, url, name)
     if as_json:
@@ -418,6 +433,8 @@ def _check_config(key: str, value: str) -> str:
 
         check_branch_name(value)
     if key.lower().startswith("remote.") and key.lower().endswith(".url"):
+        from . import remote
+
         remote._check_remote_name(key[len("remote.") : -len(".url")])
     return value
 

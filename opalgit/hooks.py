@@ -33,7 +33,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from . import links, porcelain, remote
+from . import links, porcelain
 from .errors import NothingToDoError, OpalError, SessionNotFoundError, UsageError
 from .fileio import replace_atomically
 from .refs import check_branch_name
@@ -147,6 +147,8 @@ def hooks_dir(repo: Repository, env: Mapping[str, str]) -> str:
             "this opal store is not inside a git repository, so there are no git commits to hook",
             hint="run 'opal init' and 'opal hooks install' inside your project's git repository",
         )
+    from . import remote
+
     proc = remote.run_git(repo, ["rev-parse", "--git-path", "hooks"], env)
     if proc.returncode or not proc.stdout.strip():
         raise OpalError(f"git cannot tell where the hooks of {repo.workdir} are: {proc.stderr.strip()}")
@@ -373,6 +375,8 @@ def pre_push(repo: Repository, env: Mapping[str, str], remote_name: str, url: st
     branch = porcelain.current_branch(repo)
     if porcelain.branch_head(repo, branch) is None:
         return HookResult()
+    from . import remote  # only here: the post-commit hook does not need it
+
     res = remote.push(repo, env, remote_name or url, branch)
     if res.status == "up-to-date" and not res.links:
         return HookResult()

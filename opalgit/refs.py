@@ -17,12 +17,15 @@ checks that each still holds the value the caller read, and writes them together
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
-
-import pygit2
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .errors import ConflictError, RevisionError, UsageError
-from .fileio import replace_atomically
+
+if TYPE_CHECKING:
+    import pygit2
+
+# pygit2 is imported by the functions that use it, so that importing opal (which
+# imports this module through repo.py) does not load it: see 'opal --version'.
 
 NAMESPACE = "refs/opal/"
 BRANCH_PREFIX = "refs/opal/heads/"
@@ -39,6 +42,8 @@ def branch_ref(name: str) -> str:
 
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, and names that read as revisions."""
+    import pygit2
+
     bad = (
         not name
         or name.startswith(("-", "/", "."))
@@ -69,6 +74,8 @@ class RefStore:
     # -- reading ------------------------------------------------------------------
 
     def get(self, name: str) -> bytes | None:
+        import pygit2
+
         try:
             ref = self.repo.references.get(name)
         except (pygit2.GitError, ValueError):
@@ -104,12 +111,16 @@ class RefStore:
         raise RevisionError(f"{self.head_file} is malformed", hint="write 'ref: refs/opal/heads/main' into it")
 
     def set_head_branch(self, name: str) -> None:
+        from .fileio import replace_atomically
+
         replace_atomically(self.head_file, f"ref: {branch_ref(name)}\n".encode("utf-8"))
 
     # -- writing ------------------------------------------------------------------
 
     def update(self, changes: Mapping[str, Change], message: str) -> None:
         """Apply every change or none; raise :class:`ConflictError` if a ref moved."""
+        import pygit2
+
         names = sorted(changes)
         for name in names:
             if not name.startswith(NAMESPACE):

@@ -14,13 +14,18 @@ import errno
 import fcntl
 import os
 import time
-from typing import Iterator
-
-import pygit2
+from typing import TYPE_CHECKING, Iterator
 
 from .errors import ConflictError, NotARepositoryError, OpalError
 from .refs import RefStore
-from .store import GitObjectStore, Signature
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from .store import Signature
+
+# pygit2 (and the object store over it) is imported where a repository is first
+# opened, not here: ``import opalgit`` and ``opal --version`` do not need it.
 
 OWN_STORE = ".opal"
 FORMAT = 1
@@ -34,6 +39,8 @@ def _find(start: str) -> tuple[str, str] | None:
         if os.path.isfile(os.path.join(own, "HEAD")):
             return "own", own
         if os.path.exists(os.path.join(path, ".git")):
+            import pygit2
+
             found = pygit2.discover_repository(path)
             if found:
                 return "git", found
@@ -47,6 +54,10 @@ class Repository:
     """An opal store inside a git repository."""
 
     def __init__(self, git_dir: str, *, own: bool = False) -> None:
+        import pygit2
+
+        from .store import GitObjectStore
+
         try:
             self.git = pygit2.Repository(git_dir)
         except pygit2.GitError as exc:
@@ -92,6 +103,8 @@ class Repository:
         found = _find(path)
         if found is None:
             own = os.path.join(os.path.abspath(path), OWN_STORE)
+            import pygit2
+
             pygit2.init_repository(own, bare=True)
             repo = cls(own, own=True)
         else:
@@ -112,6 +125,8 @@ class Repository:
 
     @property
     def config(self) -> pygit2.Config:
+        import pygit2
+
         os.makedirs(self.opal_dir, exist_ok=True)
         path = os.path.join(self.opal_dir, "config")
         if not os.path.exists(path):
@@ -128,6 +143,10 @@ class Repository:
 
     def signature(self) -> Signature:
         """Who is committing: the repository's git identity, else a neutral one."""
+        import pygit2
+
+        from .store import Signature
+
         name = email = None
         try:
             name = self.git.config["user.name"]

@@ -1,0 +1,237 @@
+"""Process start-up: what each command imports (docs/performance.md, "Incremental commit"
+and "Hooks"). `opal --version` needs neither pygit2 nor the porcelain, a command
+imports only the CLI module that defines it, and adapter discovery reads no package
+metadata through importlib.metadata unless a third-party adapter may be installed.
+
+What a process imports is checked in a fresh interpreter: this test process has
+imported everything already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import click
+import pytest
+
+from opalgit import adapters
+from opalgit.cli import COMMAND_MODULES, LAZY_COMMANDS, cli
+from opalgit.errors import UsageError
+from tests.conftest import ROOT, opal
+from tests.core.test_porcelain import place
+
+HEAVY = ("pygit2", "ssl", "importlib.metadata", "opalgit.porcelain", "opalgit.adapters", "opalgit.store")
+
+
+def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalgit", "pygit2", "ssl", "importlib.metadata")) -> tuple[int, list[str]]:
+    """Run ``opal ARGS`` in a fresh interpreter; its exit code and the modules it imported
+    (those the interpreter had not imported at start-up already)."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        before = set(sys.modules)
+        import contextlib, io, json
+        from opalgit.cli import main
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            rc = main({args!r})
+        print(json.dumps([rc, sorted(m for m in set(sys.modules) - before if m.startswith({prefixes!r}))]))
+        """
+    )
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    r = subprocess.run([sys.executable, "-c", code], cwd=str(cwd), env=full_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rc, mods = json.loads(r.stdout.splitlines()[-1])
+    return rc, mods
+
+
+def run_python(code: str, env: dict | None = None) -> str:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=full_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def recorded(project, home):
+    """A repository whose session is committed: the next 'opal commit' has nothing to do."""
+    assert opal("init", cwd=project).returncode == 0
+    place(home, project, lines=30)
+    r = opal("commit", "-m", "first", cwd=project)
+    assert r.returncode == 0, r.stderr
+    return project, {"HOME": str(home)}
+
+
+# ------------------------------------------------------------------------------ what each command imports
+
+
+def test_import_opalgit_does_not_import_pygit2():
+    out = run_python("import sys, opalgit; print(sorted(m for m in ('pygit2', 'opalgit.store') if m in sys.modules))")
+    assert out.strip() == "[]"
+
+
+def test_version_imports_neither_pygit2_nor_the_porcelain(tmp_path):
+    rc, mods = loaded_after(["--version"], tmp_path)
+    assert rc == 0
+    assert not [m for m in mods if m.startswith(HEAVY)], mods
+    assert not [m for m in mods if m in COMMAND_MODULES], mods
+
+
+def test_a_noop_commit_imports_no_other_command_module_nor_package_metadata(recorded):
+    project, env = recorded
+    rc, mods = loaded_after(["commit"], project, env)
+    assert rc == 0
+    assert "opalgit.porcelain" in mods  # it did run
+    for m in ("importlib.metadata", "opalgit.remote", "opalgit.hooks", "opalgit.links", *COMMAND_MODULES):
+        assert m not in mods, m
+
+
+def test_the_post_commit_hook_does_not_import_remotes(recorded):
+    project, env = recorded
+    rc, mods = loaded_after(["hook", "post-commit"], project, env)
+    assert rc == 0
+    assert "opalgit.hooks" in mods and "opalgit.cli_sync" in mods
+    for m in ("importlib.metadata", "opalgit.remote", "opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history"):
+        assert m not in mods, m
+
+
+def test_log_imports_only_its_own_command_module_and_no_adapter(recorded):
+    project, env = recorded
+    rc, mods = loaded_after(["log", "-n", "20"], project, env)
+    assert rc == 0
+    assert [m for m in mods if m in COMMAND_MODULES] == ["opalgit.cli_history"]
+    assert not [m for m in mods if m.startswith("opalgit.adapters.") and m != "opalgit.adapters.base"], mods
+
+
+def test_help_lists_every_command_as_before(tmp_path):
+    r = opal("--help", cwd=tmp_path)
+    assert r.returncode == 0
+    listed = r.stdout.split("Commands:", 1)[1].split()
+    for name, cmd in cli.commands.items():
+        if not cmd.hidden:
+            assert name in listed, name
+
+
+# ------------------------------------------------------------------------------ the lazy command table
+
+
+def test_lazy_table_names_the_module_of_every_command():
+    commands = cli.commands  # reading it from outside imports every command module
+    assert not cli._lazy
+    for name, cmd in commands.items():
+        assert cmd.callback is not None
+        assert cmd.callback.__module__ == LAZY_COMMANDS.get(name, "opalgit.cli"), name
+    assert set(LAZY_COMMANDS) <= set(commands)
+    assert set(LAZY_COMMANDS.values()) == set(COMMAND_MODULES)
+    ctx = click.Context(cli)
+    assert cli.list_commands(ctx) == sorted(commands)
+    for name in commands:
+        assert cli.get_command(ctx, name) is commands[name]
+
+
+def test_command_modules_stay_attributes_of_opalgit_cli():
+    import opalgit.cli as cli_mod
+
+    for module in COMMAND_MODULES:
+        short = module.rsplit(".", 1)[1]
+        assert getattr(cli_mod, short) is sys.modules[module]
+    with pytest.raises(AttributeError):
+        cli_mod.no_such_thing  # noqa: B018
+
+
+def test_an_unknown_command_still_suggests_the_lazy_ones(tmp_path):
+    r = opal("lgo", cwd=tmp_path)
+    assert r.returncode == 2 and "No such command 'lgo'" in r.stderr
+    if hasattr(click.exceptions, "NoSuchCommand"):  # click >= 8.2 suggests a command
+        assert "Did you mean 'log'?" in r.stderr
+
+
+# ------------------------------------------------------------------------------ adapters
+
+
+def test_builtin_adapters_without_package_metadata():
+    assert adapters._only_builtins()
+    assert sorted(adapters.all_adapters()) == sorted(adapters.BUILTIN) == adapters.names()
+    for name in adapters.BUILTIN:
+        assert adapters.get(name) is adapters.all_adapters()[name]
+        assert adapters.get(name).name == name
+    with pytest.raises(UsageError) as exc:
+        adapters.get("nosuch")
+    assert exc.value.hint == "known agents: claude, codex, gemini"
+
+
+def test_get_imports_only_the_adapter_asked_for():
+    out = run_python(
+        """
+        import sys
+        from opalgit import adapters
+        before = set(sys.modules)
+        adapters.get("codex")
+        print(sorted(m for m in set(sys.modules) - before if m.startswith(("opalgit.adapters.", "importlib.metadata"))))
+        """
+    )
+    assert out.strip() == "['opalgit.adapters.codex']"
+
+
+def _third_party(tmp_path, entries: str) -> dict:
+    """A distribution on PYTHONPATH that declares ``entries`` in the adapters group."""
+    site = tmp_path / "site"
+    info = site / "opal_myagent-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: opal-myagent\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[console_scripts]\nmyagent = x:y\n\n[opalgit.adapters]\n{entries}\n")
+    (site / "opal_myagent.py").write_text(
+        "from opalgit.adapters.base import Adapter\n\n"
+        "class MyAgentAdapter(Adapter):\n    name = 'myagent'\n    title = 'My Agent'\n"
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(site), ROOT])}
+
+
+def test_a_third_party_adapter_is_found_through_its_entry_point(tmp_path):
+    env = _third_party(tmp_path, "myagent = opal_myagent:MyAgentAdapter\nbroken = opal_myagent:Missing")
+    out = run_python(
+        """
+        import json
+        from opalgit import adapters
+        print(json.dumps([adapters._only_builtins(), adapters.names(), type(adapters.get("myagent")).__name__,
+                          sorted(adapters.all_adapters())]))
+        """,
+        env,
+    )
+    only, names, cls, every = json.loads(out)
+    assert only is False  # so importlib.metadata was asked
+    assert names == every == ["claude", "codex", "gemini", "myagent"]  # the broken one is skipped
+    assert cls == "MyAgentAdapter"
+
+
+def test_an_entry_point_overrides_a_builtin_name_as_before(tmp_path):
+    env = _third_party(tmp_path, "claude = opal_myagent:MyAgentAdapter")
+    out = run_python(
+        """
+        from opalgit import adapters
+        print(type(adapters.get("claude")).__name__, type(adapters.all_adapters()["claude"]).__name__)
+        """,
+        env,
+    )
+    assert out.split() == ["MyAgentAdapter", "MyAgentAdapter"]
+
+
+def test_entry_points_that_repeat_the_builtins_need_no_metadata(tmp_path):
+    entries = "\n".join(f"{name} = {spec}" for name, spec in adapters.BUILTIN.items())
+    env = _third_party(tmp_path, "# the built-ins, as opal's own metadata declares them\n" + entries)
+    out = run_python(
+        """
+        import sys
+        before = "importlib.metadata" in sys.modules
+        from opalgit import adapters
+        print(adapters._only_builtins(), adapters.names(), not before and "importlib.metadata" in sys.modules)
+        """,
+        env,
+    )
+    assert out.split() == ["True", "['claude',", "'codex',", "'gemini']", "False"]
