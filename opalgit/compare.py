@@ -137,10 +137,6 @@ def diff(
             raise UsageError("diff compares states; give commits or branches, not turns")
         sb = load_state(repo, rb.oid)
         b_name = b
-    la = sequence.leaves(repo.store, sa.root)
-    lb = sequence.leaves(repo.store, sb.root)
-    # Align leaves first: equal leaves are shared subsequences, never read.
-    leaf_ops = align([n.oid for n in la], [n.oid for n in lb])
     entries: list[Entry] = []
     shared = 0
     prefix_turns: int | None = None
@@ -148,17 +144,17 @@ def diff(
     added_turns = removed_turns = changed_turns = 0
     stat = {"a": _zero(), "b": _zero()}
     extra_ops = extra
-    for op in leaf_ops:
-        if op.tag == "equal":
-            turns = sum(n.turns for n in la[op.a[0] : op.a[1]])
+    for same, nodes_a, nodes_b in _runs(repo.store, _roots(sa), _roots(sb), {}):
+        if same:
+            turns = sum(n.turns for n in nodes_a)
             shared += turns
             pos_a += turns
             pos_b += turns
             continue
         if prefix_turns is None:
             prefix_turns = pos_a
-        items_a = _leaf_items(repo, la[op.a[0] : op.a[1]])
-        items_b = _leaf_items(repo, lb[op.b[0] : op.b[1]])
+        items_a = _leaf_items(repo, nodes_a)
+        items_b = _leaf_items(repo, nodes_b)
         pos_a, pos_b, sh = _diff_items(repo, items_a, items_b, pos_a, pos_b, entries, stat, include_meta, texts)
         shared += sh
     if extra_ops:
@@ -178,6 +174,46 @@ def diff(
     stat["turns_removed"] = removed_turns
     stat["turns_changed"] = changed_turns
     return DiffResult(a, b_name, sa.oid, sb.oid, prefix_turns, shared, entries, stat, len(extra))
+
+
+def _roots(st: State) -> list[sequence.Node]:
+    return [st.root] if st.root is not None else []
+
+
+def _runs(store, a: list[sequence.Node], b: list[sequence.Node], kids: dict):
+    """The two sequences as runs, in order: ``(True, nodes, nodes)`` for subtrees both
+    share, ``(False, leaves_a, leaves_b)`` for leaves that differ.
+
+    Sibling nodes are aligned by tree id; only the nodes in differing runs are opened
+    (interior ones replaced by their children) and aligned again, so two long
+    sequences that differ at one end cost one tree per level, not every leaf.
+    """
+    for op in align([n.oid for n in a], [n.oid for n in b]):
+        xa, xb = a[op.a[0] : op.a[1]], b[op.b[0] : op.b[1]]
+        if op.tag == "equal":
+            yield True, xa, xb
+            continue
+        ea, eb = _open(store, xa, kids), _open(store, xb, kids)
+        if ea is None and eb is None:
+            yield False, xa, xb
+        else:
+            yield from _runs(store, xa if ea is None else ea, xb if eb is None else eb, kids)
+
+
+def _open(store, nodes: list[sequence.Node], kids: dict) -> list[sequence.Node] | None:
+    """``nodes`` with each interior node replaced by its children; None when all are leaves."""
+    out: list[sequence.Node] = []
+    opened = False
+    for n in nodes:
+        if n.oid not in kids:
+            kids[n.oid] = sequence._children(store, n.oid)
+        children = kids[n.oid]
+        if children is None:
+            out.append(n)
+        else:
+            out.extend(children)
+            opened = True
+    return out if opened else None
 
 
 def _zero() -> dict:

@@ -77,7 +77,7 @@ class Pack:
     window: bytes  # last WINDOW bytes of the chain through this pack
 
 
-def _params() -> "codec.zstandard.ZstdCompressionParameters":
+def _params() -> codec.zstandard.ZstdCompressionParameters:
     return codec.zstandard.ZstdCompressionParameters.from_level(
         _ZSTD_LEVEL, window_log=_WINDOW_LOG, write_content_size=True
     )
