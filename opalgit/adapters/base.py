@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, Mapping
+from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 
 from .. import jsonl
 from ..errors import InputError
@@ -57,16 +57,78 @@ class View:
     name_hint: str | None = None  # None for the active view; else a branch-name suffix
 
 
-@dataclass
 class ReadResult:
-    session: SessionInfo
-    records: list[Record]
-    views: list[View]  # views[0] is the one the agent itself would resume
-    state: dict  # adapter's state for the next incremental read
-    end: int  # byte offset just past the last record consumed
-    lines: int  # number of lines consumed (whole lines only)
-    warnings: list[str] = field(default_factory=list)
-    extends: bool = False  # incremental read: records simply extend the previous active view
+    """What :meth:`Adapter.read` found: the session, its records, views and state.
+
+    The records are either a list (``records=[...]``: the adapter parsed them all) or
+    produced on demand (``produce=...`` with ``count``: the adapter kept only what
+    views and session needed, and re-reads the file for the records). Either way:
+
+    * :attr:`count` is the number of records, without producing them;
+    * :meth:`iter_records` yields records one at a time, in file order, without
+      keeping them (a lazy result makes fresh :class:`Record` objects on every call);
+    * :attr:`records` is the whole list, produced once on first use and kept.
+
+    Producing lazily re-reads the file and raises :class:`InputError` if the lines
+    consumed are no longer what :meth:`Adapter.read` saw.
+    """
+
+    def __init__(
+        self,
+        session: SessionInfo,
+        records: list[Record] | None = None,
+        views: list[View] | None = None,
+        state: dict | None = None,
+        end: int = 0,
+        lines: int = 0,
+        warnings: list[str] | None = None,
+        extends: bool = False,
+        *,
+        produce: Callable[[Sequence[int] | None], Iterator[Record]] | None = None,
+        count: int | None = None,
+    ) -> None:
+        if records is None and (produce is None or count is None):
+            raise TypeError("ReadResult needs records, or produce and count")
+        self.session = session
+        self._records = records
+        self._produce = produce
+        self._count = len(records) if records is not None else int(count or 0)
+        self.views: list[View] = views if views is not None else []  # views[0]: the one the agent would resume
+        self.state: dict = state if state is not None else {}  # adapter's state for the next incremental read
+        self.end = end  # byte offset just past the last record consumed
+        self.lines = lines  # number of lines consumed (whole lines only)
+        self.warnings: list[str] = warnings if warnings is not None else []
+        self.extends = extends  # incremental read: records simply extend the previous active view
+
+    @property
+    def count(self) -> int:
+        """How many records were read (no record is produced to answer)."""
+        return self._count
+
+    @property
+    def records(self) -> list[Record]:
+        """Every record, in file order (a lazy result is produced once, then kept)."""
+        if self._records is None:
+            assert self._produce is not None
+            self._records = list(self._produce(None))
+        return self._records
+
+    @property
+    def lazy(self) -> bool:
+        """True while the records are not held in memory (:meth:`iter_records` re-reads)."""
+        return self._records is None
+
+    def iter_records(self, indices: Sequence[int] | None = None) -> Iterator[Record]:
+        """The records at ``indices`` (ascending positions; None: all), one at a time."""
+        if self._records is not None:
+            recs = self._records
+            return iter(recs) if indices is None else (recs[i] for i in indices)
+        assert self._produce is not None
+        return self._produce(indices)
+
+    def __repr__(self) -> str:
+        return (f"ReadResult(session={self.session!r}, count={self._count}, views={len(self.views)}, "
+                f"end={self.end}, lines={self.lines}, extends={self.extends}, lazy={self.lazy})")
 
 
 class Adapter:
@@ -99,7 +161,9 @@ class Adapter:
         With ``start == 0`` the whole file is read and ``views`` are computed. With
         ``start > 0`` (incremental), ``state`` is what the previous read returned and
         the adapter sets ``extends`` when every new record simply extends the previous
-        active view; otherwise the caller reads the whole file again.
+        active view; otherwise the caller reads the whole file again. The records may
+        be produced lazily (:class:`ReadResult`): an adapter whose views need only a
+        little of each line reads the file again for them, so memory stays flat.
         """
         raise NotImplementedError
 

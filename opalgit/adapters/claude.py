@@ -27,8 +27,9 @@ import json
 import os
 import re
 import stat
-from itertools import islice
-from typing import Any, Callable, Mapping
+import zlib
+from array import array
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .. import jsonl
 from ..errors import InputError
@@ -37,6 +38,7 @@ from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
+    RawRecord,
     ReadResult,
     Record,
     SessionFile,
@@ -191,6 +193,37 @@ def _parent_of(rec: Mapping[str, Any], prev: str | None) -> str | None:
 def _is_candidate(rec: Mapping[str, Any]) -> bool:
     """A record that can end a conversation (be a leaf): main-chain user or assistant."""
     return rec.get("type") in ("user", "assistant") and rec.get("isSidechain") is not True
+
+
+#: The keys of a line that the uuid tree (views, incremental extension) looks at.
+_TREE_KEYS = ("uuid", "parentUuid", "logicalParentUuid", "type", "isSidechain", "leafUuid")
+
+
+def _facts(rec: Any, names: dict[str, str]) -> dict | None:
+    """What the uuid tree needs of a parsed line (None when it needs nothing).
+
+    The first pass of :meth:`ClaudeAdapter.read` keeps this instead of the record, so
+    a file's views cost a small dict per uuid line, whatever the size of its records.
+    Ids are shared through ``names`` (a ``parentUuid`` is usually the previous line's
+    ``uuid``) so each is held once.
+    """
+    if not isinstance(rec, dict):
+        return None
+    kind = rec.get("type")
+    if not _is_id(rec.get("uuid")) and not (kind == "last-prompt" and _is_id(rec.get("leafUuid"))):
+        return None
+    out: dict[str, Any] = {}
+    for k in _TREE_KEYS:
+        if k in rec:
+            v = rec[k]
+            if k == "isSidechain":
+                v = v is True
+            elif isinstance(v, str):
+                v = names.setdefault(v, v)
+            else:
+                v = None  # only an id matters here, and whether the key is there at all
+            out[k] = v
+    return out
 
 
 # -------------------------------------------------------------------------- normalizing
@@ -433,7 +466,10 @@ def _name_hint(leaf: str, used: set[str]) -> str:
 
 
 class _Tree:
-    """The uuid tree of a whole file and the views it implies."""
+    """The uuid tree of a whole file and the views it implies.
+
+    Built from each line's :func:`_facts` (or its parsed value: the same keys).
+    """
 
     def __init__(self, values: list[Any]) -> None:
         self.uuids: list[str | None] = []
@@ -509,6 +545,8 @@ class _Tree:
 def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
     """Whether new records (an incremental read) only extend the old active view.
 
+    ``values`` are the new lines' :func:`_facts` (or their parsed values).
+
     Returns (extends, the tree part of the new state).
     """
     old_leaf = old.get("leaf") if _is_id(old.get("leaf")) else None
@@ -583,6 +621,34 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
         "last": prev,
     }
     return True, state
+
+
+# ------------------------------------------------------------------------ two passes
+
+
+class _Scan:
+    """What the first pass of a read keeps: per line its tree facts, offset and CRC-32."""
+
+    def __init__(self, end: int, lines: int) -> None:
+        self.facts: list[dict | None] = []  # per record (line), see _facts
+        self.offsets = array("q")  # byte offset of every line, then the end of the last
+        self.sums = array("L")  # CRC-32 of every line (without its newline)
+        self.judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
+        self.warnings: list[str] = []
+        self.nonblank = False  # a line that is not blank was seen
+        self.end = end
+        self.lines = lines
+
+
+def _record(raw: bytes, line: jsonl.Line) -> Record:
+    """One line as a record: its exact turn and normalized view (blank and bad lines kept as bytes)."""
+    if not raw.strip():
+        return Record(Turn.from_line(AGENT, raw), Normal(role="meta", label="blank"), line.number)
+    try:
+        value = jsonl.parse(raw)
+    except jsonl.ParseFailure:
+        return Record(Turn.from_line(AGENT, raw), Normal(role="meta", label="unparseable"), line.number)
+    return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number)
 
 
 # ---------------------------------------------------------------------------- adapter
@@ -682,48 +748,60 @@ class ClaudeAdapter(Adapter):
     # -- reading ------------------------------------------------------------------
 
     def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        """Read in two passes, so that memory does not grow with the file.
+
+        The first pass parses every line but keeps only what the views, the session
+        info and the checks need (:func:`_facts`, each line's offset and CRC-32); the
+        returned result produces the records themselves lazily, by reading the lines
+        again (:meth:`ReadResult.iter_records`), one at a time.
+        """
         full = start == 0
         old = {} if full else dict(state or {})
+        info = _Info(old.get("info"))
         with self._open(path) as fh:
             size = os.fstat(fh.fileno()).st_size
             if full:
                 jsonl.sniff_binary(path, fh.read(4096))
             elif start > size:
-                info = _Info(old.get("info"))
                 info.resolve_id(path)
                 note = f"{path}: the file is shorter than what was already imported; it will be read again"
                 return ReadResult(info.session(), [], [], old, start, first_line - 1, [note], extends=False)
-            records, values, warnings, end, lines = self._read_lines(fh, path, start, first_line, full)
-            partial = fh.seek(0, os.SEEK_END) > end
-        if full and not partial and all(r.normal.label == "blank" for r in records):
+            scan = self._scan(fh, path, start, first_line, full, info)
+            partial = fh.seek(0, os.SEEK_END) > scan.end
+        if full and not partial and not scan.nonblank:
             raise InputError("the session file is empty", path=path,
                              hint="the agent has not written anything yet; try again after its first reply")
+        warnings = scan.warnings
         if partial:
-            warnings.append(f"{path}:{lines + 1}: incomplete last line (the agent may still be writing); "
+            warnings.append(f"{path}:{scan.lines + 1}: incomplete last line (the agent may still be writing); "
                             "it will be committed next time")
         if full:
-            self._check_shape(path, values, records)
+            self._check_shape(path, scan.judged)
 
-        info = _Info(old.get("info"))
-        for v in values:
-            if isinstance(v, dict):
-                info.feed(v)
         info.resolve_id(path)
+        count = len(scan.facts)
         extends = False
         if full:
-            tree = _Tree(values)
+            tree = _Tree(scan.facts)
             views = tree.views()
             tail, desc = tree.state_tail(views[0])
             tree_state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid}
+            del tree
         else:
-            extends, tree_state = _extension(values, old)
+            extends, tree_state = _extension(scan.facts, old)
             if extends:
-                views = [View(indices=list(range(len(records))), leaf=tree_state["leaf"], name_hint=None)]
+                views = [View(indices=list(range(count)), leaf=tree_state["leaf"], name_hint=None)]
             else:  # the caller reads the whole file again, which computes views and state
                 views, tree_state = [], {k: old[k] for k in ("leaf", "tail", "desc", "last") if k in old}
         new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None},
                      "info": info.saved()}
-        return ReadResult(info.session(), records, views, new_state, end, lines, warnings, extends)
+        offsets, sums = scan.offsets, scan.sums
+
+        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+            return self._produce(path, first_line, offsets, sums, indices)
+
+        return ReadResult(info.session(), None, views, new_state, scan.end, scan.lines, warnings, extends,
+                          produce=produce, count=count)
 
     @staticmethod
     def _open(path: str):
@@ -736,31 +814,63 @@ class ClaudeAdapter(Adapter):
             raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
                              hint="check the path and its permissions") from None
 
-    def _read_lines(self, fh, path: str, start: int, first_line: int, full: bool):
-        records: list[Record] = []
-        values: list[Any] = []
-        warnings: list[str] = []
-        end, lines = start, first_line - 1
+    def _scan(self, fh, path: str, start: int, first_line: int, full: bool, info: _Info) -> _Scan:
+        """The first pass: check every line, feed ``info``, keep each line's facts."""
+        scan = _Scan(start, first_line - 1)
+        facts, offsets, sums, judged = scan.facts, scan.offsets, scan.sums, scan.judged
+        names: dict[str, str] = {}
         seen_json = not full
+        raw = None
         for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
-            end, lines = raw.line.end, raw.line.number
+            line = raw.line
+            offsets.append(line.start)
+            sums.append(zlib.crc32(line.raw))
             if raw.problem is None:
                 seen_json = True
-                records.append(Record(record_turn(AGENT, raw), normalize_record(raw.value), raw.line.number))
-                values.append(raw.value)
+                scan.nonblank = True
+                value = raw.value
+                if isinstance(value, dict):
+                    info.feed(value)
+                facts.append(_facts(value, names))
+                if full and len(judged) < _SHAPE_LINES:
+                    judged.append((line.number, _classify(value)))
                 continue
+            facts.append(None)
             if raw.problem == "blank":
-                normal = Normal(role="meta", label="blank")
-            else:
-                if not seen_json:
-                    raise self._first_line_error(path, raw.line.number, raw.problem, fh)
-                warnings.append(
-                    f"{path}:{raw.line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record"
-                )
-                normal = Normal(role="meta", label="unparseable")
-            records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
-            values.append(None)
-        return records, values, warnings, end, lines
+                continue
+            scan.nonblank = True
+            if not seen_json:
+                raise self._first_line_error(path, line.number, raw.problem, fh)
+            scan.warnings.append(f"{path}:{line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record")
+        if raw is not None:
+            scan.end, scan.lines = raw.line.end, raw.line.number
+        offsets.append(scan.end)
+        return scan
+
+    def _produce(self, path: str, first_line: int, offsets: array, sums: array,
+                 indices: Sequence[int] | None) -> Iterator[Record]:
+        """The second pass: the records at ``indices`` (ascending; None: all), read again.
+
+        Each line must still be the one the first pass checked (same place, same
+        CRC-32); a file rewritten in between raises :class:`InputError` naming the line.
+        """
+        n = len(offsets) - 1
+        if n <= 0:
+            return
+        with self._open(path) as fh:
+            pos = -1
+            for i in range(n) if indices is None else indices:
+                begin, stop = offsets[i], offsets[i + 1]
+                if pos != begin:
+                    fh.seek(begin)
+                data = fh.read(stop - begin)
+                pos = stop
+                number = first_line + i
+                raw = data[:-1]
+                if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
+                    raise InputError("the session file changed while it was being read", path=path, line=number,
+                                     hint="run the command again; nothing was recorded")
+                yield _record(raw, jsonl.Line(number, begin, stop, raw, True))
 
     def _first_line_error(self, path: str, line: int, problem: str, fh) -> InputError:
         # A Gemini CLI session of the single-JSON era is one pretty-printed document.
@@ -775,10 +885,11 @@ class ClaudeAdapter(Adapter):
         return InputError(f"the first line is not JSON ({_reason(problem)}); this is not a Claude Code session",
                           path=path, line=line, hint="give the path of a .jsonl transcript under ~/.claude/projects")
 
-    def _check_shape(self, path: str, values: list[Any], records: list[Record]) -> None:
-        """Refuse files that hold no Claude Code entry near the top; name the agent if known."""
-        parsed = ((r.line, _classify(v)) for r, v in zip(records, values) if v is not None)
-        judged = list(islice(parsed, _SHAPE_LINES))
+    def _check_shape(self, path: str, judged: list[tuple[int, str | None]]) -> None:
+        """Refuse files that hold no Claude Code entry near the top; name the agent if known.
+
+        ``judged`` is (line, agent) of the first :data:`_SHAPE_LINES` JSON lines.
+        """
         if not judged or any(kind == "claude" for _, kind in judged):
             return  # nothing but a line still being written: no verdict yet
         line, kind = judged[0]
