@@ -47,10 +47,10 @@ PACK_BLOB = "pack"
 BASE_TREE = "base"
 
 #: How much earlier content a pack is compressed against (zstd window: 2**23).
-WINDOW = 8 * 1024 * 1024
-_WINDOW_LOG = 23
+WINDOW = 4 * 1024 * 1024
+_WINDOW_LOG = 22
 #: A pack is sealed once this much content waits (between two leaves).
-PACK_BYTES = 8 * 1024 * 1024
+PACK_BYTES = 4 * 1024 * 1024
 #: A chain is cut (the next pack is a keyframe) after this much content ...
 MAX_CHAIN_BYTES = 64 * 1024 * 1024
 #: ... or this many packs, whichever comes first: bounds what a cold read decompresses.
@@ -218,12 +218,23 @@ def load(store: ObjectStore, digest: bytes, loc: Location) -> bytes:
 # ------------------------------------------------------------------------------ writing
 
 
+@dataclass
+class _Tip:
+    """What the writer needs of the newest pack: its window and place in the chain."""
+
+    window: bytes
+    depth: int
+    chain: int
+
+
 class Packer:
     """Collects one operation's new payloads and writes them as chained packs.
 
     ``base`` is the pack the first new pack continues (the tip of the state the
     operation builds on); ``known`` maps payloads that are already stored to where,
-    so that they are referred to, not written again.
+    so that they are referred to, not written again. The packer keeps only the
+    newest pack's window, not the packs it wrote: memory stays at about two packs'
+    worth whatever the session's size.
     """
 
     def __init__(self, store: ObjectStore, base: bytes | None = None, known: Mapping[bytes, Location] | None = None) -> None:
@@ -231,6 +242,7 @@ class Packer:
         self.tip = base
         self.known: dict[bytes, Location] = dict(known or {})
         self._pending: dict[bytes, bytes] = {}
+        self._tip: _Tip | None = None  # facts of ``tip``, read on first need
         self.pending_bytes = 0
         self.packs_written = 0
 
@@ -243,18 +255,25 @@ class Packer:
         self._pending[digest] = data
         self.pending_bytes += len(data)
 
+    def _base(self) -> _Tip | None:
+        if self.tip is not None and self._tip is None:
+            try:
+                p = cache(self.store).pack(self.tip)
+            except CorruptObjectError:
+                return None  # a damaged chain is not continued: the next pack is a keyframe
+            self._tip = _Tip(p.window, p.depth, p.chain)
+        return self._tip
+
     def seal(self) -> None:
         """Write the waiting payloads as one pack (nothing when none wait)."""
         if not self._pending:
             return
         digests = list(self._pending)
+        sizes = [len(self._pending[d]) for d in digests]
         content = b"".join(self._pending.values())
-        base: Pack | None = None
-        if self.tip is not None:
-            try:
-                base = cache(self.store).pack(self.tip)
-            except CorruptObjectError:
-                base = None  # a damaged chain is not continued: start a keyframe
+        self._pending.clear()
+        self.pending_bytes = 0
+        base = self._base()
         if base is not None and (base.depth + 1 >= MAX_DEPTH or base.chain + len(content) > MAX_CHAIN_BYTES):
             base = None
         window = base.window if base is not None else b""
@@ -262,34 +281,20 @@ class Packer:
             compression_params=_params(), dict_data=_dict(window) if window else None
         )
         frame = compressor.compress(content)
+        del compressor
         depth = base.depth + 1 if base is not None else 0
         chain = (base.chain if base is not None else 0) + len(content)
         header = codec.pack_canonical(
-            "pack",
-            {
-                "digests": digests,
-                "sizes": [len(self._pending[d]) for d in digests],
-                "dict": len(window),
-                "depth": depth,
-                "chain": chain,
-            },
+            "pack", {"digests": digests, "sizes": sizes, "dict": len(window), "depth": depth, "chain": chain}
         )
         blob = self.store.write_blob(MAGIC_PACK + struct.pack(">I", len(header)) + header + frame)
         entries = [(PACK_BLOB, False, blob)]
         if base is not None:
-            entries.append((BASE_TREE, True, base.oid))
+            entries.append((BASE_TREE, True, self.tip))
         oid = self.store.write_tree(entries)
-        # The new pack is cached as written: the next seal continues from it.
-        index: dict[bytes, tuple[int, int]] = {}
-        offset = 0
         for d in digests:
-            index[d] = (offset, len(self._pending[d]))
-            offset += len(self._pending[d])
             self.known[d] = (oid, True)
-        cache(self.store)._remember(
-            Pack(oid, base.oid if base else None, index, content, depth, chain, (window + content)[-WINDOW:])
-        )
+        keep = WINDOW - len(content)
+        self._tip = _Tip(window[-keep:] + content if keep > 0 else content[-WINDOW:], depth, chain)
         self.tip = oid
         self.packs_written += 1
-        self._pending.clear()
-        self.pending_bytes = 0

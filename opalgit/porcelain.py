@@ -44,6 +44,7 @@ from .states import (  # noqa: F401  (re-exported: the porcelain API)
     load_state,
     normal_of,
     normals_of,
+    packer_for,
     resolve,
     turn_item_index,
     turn_of,
@@ -252,83 +253,112 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     if result is None:
         result = ad.read(f.path)
 
-    if incremental and not result.records:
+    if incremental and not result.count:
         # Nothing but (perhaps) a line the agent is still writing: the common case of
         # a post-commit hook, kept free of any further work.
         raise NothingToDoError(f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}")
 
-    # Secrets are replaced before anything is encoded, and their originals are in
-    # the local vault before any object that holds a placeholder is written.
+    # Records stream from the file into the sequence writer one at a time (an adapter
+    # may produce them lazily, re-reading the file): memory holds one record, the open
+    # leaf and the store's buffer, not the session. Secrets are replaced before a
+    # record is encoded, and their originals are put into the local vault before the
+    # record is handed on, so no object holding a placeholder can be flushed first.
     from . import redaction  # imported here: its rules cost start-up time elsewhere
 
     r = redaction.redactor(repo)
-    if r is not None:
-        findings = []
-        for rec in result.records:
-            rec.turn, found = redaction.redact_turn(rec.turn, r)
-            findings.extend(found)
-        if result.session.title:
-            result.session.title, found = r.redact_text(result.session.title)
-            findings.extend(found)
-        if findings:
-            redaction.vault(repo).put(findings)
-            notes.append(f"{len({f.placeholder for f in findings})} secret(s) replaced by placeholders; the originals stay in this machine's vault")
+    vault = redaction.vault(repo) if r is not None else None
+    secured: set[tuple[str, str]] = set()  # (placeholder, secret) already in the vault
+    placeholders: set[str] = set()
+    secrets_note_at = len(notes)
+
+    def secure(found: list) -> None:
+        new = [x for x in found if (x.placeholder, x.secret) not in secured]
+        if new:
+            assert vault is not None
+            vault.put(new)
+            secured.update((x.placeholder, x.secret) for x in new)
+        placeholders.update(x.placeholder for x in found)
+
+    if r is not None and result.session.title:
+        result.session.title, found = r.redact_text(result.session.title)
+        secure(found)
+
+    def items_of(indices, tally: tuple[bytearray, list[int]]) -> Iterator[Item]:
+        """Redacted, encoded records at ``indices`` (None: all), each counted into
+        ``tally`` (is it a turn, its chars)."""
+        for rec in result.iter_records(indices):
+            if r is not None:
+                turn, found = redaction.redact_turn(rec.turn, r)
+                if found:
+                    secure(found)
+                    rec.turn = turn
+            it = next(_items((rec,)))
+            tally[0].append(it.is_turn)
+            tally[1].append(int(it.summary.get("chars", 0)))
+            yield it
 
     store = repo.store
     changes: dict[str, tuple[bytes | None, bytes | None]] = {}
     forks: list[str] = []
+    tally: tuple[bytearray, list[int]] = (bytearray(), [])
+    # New payloads continue the branch's pack chain. A whole file read again names
+    # the packs that already hold its payloads (the branch's and its fork branches'),
+    # so unchanged turns come out as the same leaves and are not stored twice.
+    fork_heads = [branch_head(repo, f"{branch}-{v.name_hint or 'fork'}") for v in (result.views or [])[1:]]
+    packer = packer_for(
+        repo, state, full=not incremental, also=[load_state(repo, h) for h in fork_heads if h is not None]
+    )
     if incremental:
         assert state is not None
-        new_items = list(_items(result.records))  # not empty: checked before redaction
-        root = sequence.append(store, state.root, new_items)
-        new_turns, new_chars = _count(new_items)
-        items_total = state.header.items + len(new_items)
+        root = sequence.append(store, state.root, items_of(None, tally), packer)  # not empty: checked above
+        new_turns, new_chars = sum(tally[0]), sum(tally[1])
+        items_total = state.header.items + len(tally[0])
         turns_total = state.header.turns + new_turns
         chars_total = state.header.chars + new_chars
         new_range = (state.header.items, items_total)
     else:
-        records = result.records
         view = result.views[0] if result.views else None
-        order = view.indices if view else range(len(records))
-        # With one line of conversation, each parsed record is let go as soon as it is
-        # encoded and leaves are written as they fill: memory holds the records once,
-        # not the records and all their encodings.
-        single = len(result.views or []) <= 1
-        flags: list[bool] = []
-        chars = [0]
-
-        def stream() -> Iterator[Item]:
-            for i in order:
-                it = next(_items([records[i]]))
-                if single:
-                    records[i] = None
-                flags.append(it.is_turn)
-                chars[0] += int(it.summary.get("chars", 0))
-                yield it
-
-        root = sequence.build(store, stream())
-        turns_total, chars_total, items_total = sum(flags), chars[0], len(flags)
+        root = sequence.build(store, items_of(view.indices if view else None, tally), packer)
+        flags, chars = tally
+        turns_total, chars_total, items_total = sum(flags), sum(chars), len(flags)
         prefix = common_prefix(repo, state.root if state else None, root)
         new_range = (prefix, items_total)
         new_turns = sum(flags[prefix:])
         # Other lines of conversation inside the file become branches of their own.
+        # A fork shares the records before it parts from the main line: those are
+        # the main line's first records (its leaves, reused), and only the fork's
+        # own records are read from the file again.
         for v in (result.views or [])[1:]:
-            fork_items = list(_items(records[i] for i in v.indices))
-            fork_root = sequence.build(store, fork_items)
-            fork_turns, fork_chars = _count(fork_items)
+            shared = 0
+            for a, b in zip(view.indices if view else (), v.indices):
+                if a != b:
+                    break
+                shared += 1
+            fork_tally: tuple[bytearray, list[int]] = (bytearray(), [])
+            fork_root = sequence.append(
+                store, sequence.truncate(store, root, shared), items_of(v.indices[shared:], fork_tally), packer
+            )
+            fork_items = shared + len(fork_tally[0])
+            fork_turns = sum(flags[:shared]) + sum(fork_tally[0])
+            fork_chars = sum(chars[:shared]) + sum(fork_tally[1])
             fork_name = f"{branch}-{v.name_hint or 'fork'}"
             fork_header = StateHeader(
                 session=result.session,
-                items=len(fork_items),
+                items=fork_items,
                 turns=fork_turns,
-                new_items=(0, len(fork_items)),
+                new_items=(0, fork_items),
                 chars=fork_chars,
                 extra={"fork_of": branch, "leaf": v.leaf or ""},
             )
             old = branch_head(repo, fork_name)
             if old is not None:
+                # Unchanged when it holds the same records (by id: where their
+                # payloads are stored may differ from one import to the next).
                 old_state = load_state(repo, old)
-                if (old_state.root.oid if old_state.root else None) == (fork_root.oid if fork_root else None):
+                if (old_state.root.oid if old_state.root else None) == (fork_root.oid if fork_root else None) or (
+                    old_state.header.items == fork_items
+                    and common_prefix(repo, old_state.root, fork_root) == fork_items
+                ):
                     continue
             fork_oid = write_state(
                 repo,
@@ -336,6 +366,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
                 fork_root,
                 [old] if old else [],
                 f"{ad.title} session {f.id[:8]}: fork at {v.leaf or '?'}\n",
+                packs=packer.tip,
             )
             changes[branch_ref(fork_name)] = (old, fork_oid)
             forks.append(fork_name)
@@ -346,6 +377,8 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
                 )
         if state is not None and state.header.session is not None and state.header.session.id != result.session.id:
             notes.append(f"branch {branch} now records session {result.session.id} (was {state.header.session.id})")
+    if placeholders:
+        notes.insert(secrets_note_at, f"{len(placeholders)} secret(s) replaced by placeholders; the originals stay in this machine's vault")
 
     source = Source(
         path=f.path,
@@ -364,7 +397,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     )
     if message is None:
         message = f"{new_turns} new turn{'s' if new_turns != 1 else ''} from {ad.title} session {result.session.id[:8]}"
-    oid = write_state(repo, header, root, [head] if head else [], message)
+    oid = write_state(repo, header, root, [head] if head else [], message, packs=packer.tip)
     changes[branch_ref(branch)] = (head, oid)
     desc = f"commit {new_turns} new turns to {branch}"
     op = oplog.new(repo, "commit", desc, changes)
@@ -862,6 +895,7 @@ __all__ = [
     "log",
     "normal_of",
     "normals_of",
+    "packer_for",
     "op_log",
     "resolve",
     "rewind",
