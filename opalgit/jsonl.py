@@ -21,9 +21,12 @@ try:  # a C parser several times faster than the standard library's; optional
 except ImportError:  # pragma: no cover
     _orjson = None
 
-# A number written with an exponent is the one case where orjson's rendering and the
-# standard library's differ ("1e16" vs "1e+16"); such lines take the slow check.
-_EXPONENT = re.compile(rb"[0-9][eE][-+]?[0-9]")
+# orjson and the standard library render every JSON value alike except floats
+# (1e-05 is "0.00001" to orjson, "1e-05" to Python), so a line with a float token
+# takes the slow check. In compact JSON a number follows ":", "," or "[" and ends
+# at ",", "}" or "]": this finds every float token (and, harmlessly, some text that
+# looks like one inside a string), but not the digits of timestamps or ids.
+_FLOAT = re.compile(rb"[:,\[]-?[0-9]+(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)[,}\]]")
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -37,7 +40,7 @@ def exact(value: Any, raw: bytes) -> bool:
     """True when :func:`dumps` reproduces ``raw`` byte for byte."""
     if _orjson is not None:
         try:
-            if _orjson.dumps(value) == raw and not _EXPONENT.search(raw):
+            if _orjson.dumps(value) == raw and not _FLOAT.search(raw):
                 return True
         except (TypeError, _orjson.JSONEncodeError):
             pass
