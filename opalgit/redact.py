@@ -19,10 +19,17 @@ before anything reaches the store; the originals go to the local vault
   :func:`scan_value` report what is still there (kind and position, never the
   secret) for ``opal secrets scan`` and the push gate.
 
-Speed: every rule has keywords, and a text in which none occurs is skipped after a
-few C-level substring searches; :meth:`Redactor.redact_value` searches all strings
-of a record at once. Most rules are *anchored*: their regex is tried only where one
-of their keywords occurs, never scanned over the whole text.
+Speed: :meth:`Redactor.redact_value` searches all strings of a record at once. Each
+built-in rule declares :class:`~opalgit.secretrules.Prefilter` conditions (what its
+regex needs around a keyword: ``ghp_`` and 36 letters or digits, ``key`` then ``:``
+or ``=``); those with the same first characters are one regex, searched at C speed
+over the joined, lower-cased strings, about a dozen searches in all. A rule then
+runs only on the strings, and only at the places, that a condition vouched for; a
+string that wakes no rule is never looked at again. Rules without prefilters (user
+rules) are found by their keywords, with one substring search per keyword. Long
+strings are remembered whole, clean or with what was found in them: agents read
+the same files again and again. ``tests/core/test_redact_speed.py`` checks all of
+this against the plain search (every rule at every keyword).
 """
 
 from __future__ import annotations
@@ -119,7 +126,154 @@ class Hit:
 
 _USER_PRIORITY = 5
 _CACHE_MAX = 50_000
-_LONG = 512  # texts at least this long are remembered by digest
+_LONG = 512  # texts at least this long are remembered whole
+_LONG_CACHE_CHARS = 16 << 20  # at most this many characters of them (bounds memory)
+_SHORT = 4096  # texts joined shorter than this: each search first looks for its anchor
+
+#: What may match in a text: prefiltered rule index -> the keywords vouched for, and
+#: the needles of the other rules that occur in it.
+_Present = tuple  # (dict[int, list], list[str])
+_NOTHING: tuple = ({}, [])
+_KNOWN: tuple = ({}, [])  # (another object) a long text whose secrets are remembered
+
+
+def _starts(sizes: list[int]) -> list[int]:
+    """Where each text starts in the texts joined with one separator character."""
+    starts, pos = [], 0
+    for size in sizes:
+        starts.append(pos)
+        pos += size + 1
+    return starts
+
+
+class _Gate:
+    """The rules' :class:`~opalgit.secretrules.Prefilter` conditions, as a few searches.
+
+    Prefilters with the same anchor (and case) are one compiled regex: the anchor
+    followed by a lookahead over their tails as alternatives, ``k(?=ey…()|en…()|…)``
+    (the empty group that ends each alternative tells which one matched). A regex
+    that starts with a literal is searched at C speed from anchor to anchor, which
+    an alternation with no common first character is not; and only the anchor is
+    consumed, so a match never hides one that starts later. At one position the
+    first alternative that matches wins, and the ones after it may match there too:
+    so a match counts for its alternative and for all that follow it.
+
+    :meth:`scan` runs every search once over all texts joined by NUL, lower-cased
+    (or as they are, for ``exact`` prefilters), and says per text which rules to
+    run, at which keywords, and where they can start. A rule whose prefilters do
+    not cover all its keywords is not gated here (the needle search handles it).
+    """
+
+    def __init__(self, lowered: list[tuple[Rule, tuple[str, ...]]]) -> None:
+        # (anchor, exact) -> tail -> [(rule index, keywords, start offset or None)]
+        groups: dict[tuple[str, bool], dict[str, list[tuple[int, frozenset, int | None]]]] = {}
+        needs: dict[tuple[str, bool], set[str]] = {}  # characters every match of a search holds
+        self.gated: set[int] = set()
+        for i, (rule, ks) in enumerate(lowered):
+            if not rule.prefilters or not ks:
+                continue
+            covered: set[str] = set()
+            for p in rule.prefilters:
+                covered |= {k.lower() for k in p.keywords} if p.keywords else set(ks)
+            if covered != set(ks):
+                continue
+            self.gated.add(i)
+            for p in rule.prefilters:
+                anchor = p.anchor if p.exact else p.anchor.lower()
+                words = frozenset(k.lower() for k in p.keywords) if p.keywords else frozenset(ks)
+                # The rule's regex starts `back` characters before the keyword, which
+                # starts `at` characters before the anchor.
+                delta = None if p.at is None else p.at + rule.back
+                groups.setdefault((anchor, p.exact), {}).setdefault(p.tail, []).append((i, words, delta))
+                held = set(p.needs)
+                needs[anchor, p.exact] = needs[anchor, p.exact] & held if (anchor, p.exact) in needs else held
+        self._groups, self._needs = groups, needs
+        self._passes: list | None = None
+
+    @property
+    def passes(self) -> list[tuple[re.Pattern, bool, list[tuple[tuple[int, frozenset, int | None], ...]], str, str]]:
+        """Per search: (regex, exact, what a match of group n counts for: a list of
+        (rule index, keywords, start offset or None), the anchor, characters every
+        match holds). Compiled when first needed (a few milliseconds)."""
+        if self._passes is None:
+            self._passes = self._compile()
+        return self._passes
+
+    def _compile(self) -> list:
+        groups, needs = self._groups, self._needs
+        passes = []
+        for (anchor, exact), tails in sorted(groups.items()):
+            names = [f"_pf{n}" for n in range(len(tails))]
+            alts = "|".join(f"(?:{t})(?P<{name}>)" for t, name in zip(tails, names))
+            if any(anchor[:n] == anchor[-n:] for n in range(1, len(anchor))):
+                # An anchor that overlaps itself could hide a later match: consume one character.
+                pattern = re.escape(anchor[0]) + f"(?={re.escape(anchor[1:])}(?:{alts}))"
+            else:
+                pattern = re.escape(anchor) + f"(?=(?:{alts}))"
+            regex = re.compile(pattern)
+            per = list(tails.values())
+            counts: list[tuple[tuple[int, frozenset, int | None], ...]] = [()] * (regex.groups + 1)
+            acc: list[tuple[int, frozenset, int | None]] = []
+            for n in range(len(per) - 1, -1, -1):
+                acc = per[n] + acc
+                counts[regex.groupindex[names[n]]] = tuple(acc)
+            passes.append((regex, exact, counts, anchor, "".join(sorted(needs[anchor, exact]))))
+        return passes
+
+    def scan(self, texts: list[str]) -> list[dict[int, list]]:
+        """Per text: prefiltered rule index -> [keywords, starts], the keywords a
+        prefilter vouched for and the places where the rule's regex can match there
+        (None: anywhere those keywords occur). An empty dict: no prefiltered rule can
+        find anything in that text."""
+        out: list[dict[int, list]] = [{} for _ in texts]
+        ascii_ix = [i for i, t in enumerate(texts) if t.isascii()]
+        if len(ascii_ix) == len(texts):
+            self._scan(texts, out)
+            return out
+        other_ix = [i for i, t in enumerate(texts) if not t.isascii()]
+        for ix in (ascii_ix, other_ix):
+            if ix:
+                part: list[dict[int, list]] = [{} for _ in ix]
+                self._scan([texts[i] for i in ix], part)
+                for i, w in zip(ix, part):
+                    out[i] = w
+        return out
+
+    def _scan(self, texts: list[str], out: list[dict[int, list]]) -> None:
+        joined = "\0".join(texts)
+        starts = _starts([len(t) for t in texts])
+        low = joined.lower()
+        low_starts = starts
+        if len(low) != len(joined):
+            # lower() changed a length (rare Unicode): keep each text's place, but
+            # positions in a lower-cased text no longer are positions in the text.
+            lows = [t.lower() for t in texts]
+            low = "\0".join(lows)
+            low_starts = _starts([len(t) for t in lows])
+        short = len(joined) < _SHORT
+        for regex, exact, counts, anchor, needs in self.passes:
+            text, at = (joined, starts) if exact else (low, low_starts)
+            if needs and not all(c in text for c in needs):
+                continue
+            if short and anchor not in text:  # cheaper than starting the search
+                continue
+            placed = exact or at is starts
+            for m in regex.finditer(text):
+                s = m.start()
+                i = bisect_right(at, s) - 1
+                s -= at[i]
+                w = out[i]
+                for r, words, delta in counts[m.lastindex]:
+                    entry = w.get(r)
+                    if entry is None:
+                        entry = w[r] = [set(words), set()]
+                    else:
+                        entry[0] |= words
+                    if entry[1] is not None:
+                        if delta is None or not placed:
+                            entry[1] = None
+                        elif s >= delta:
+                            entry[1].add(s - delta)
 
 
 class Rules:
@@ -148,13 +302,19 @@ class Rules:
         self.allow_regexes = tuple(re.compile(p) if isinstance(p, str) else p for p in allow_regexes)
         lowered = [(r, tuple(k.lower() for k in r.keywords)) for r in self.rules]
         self._always = [(i, r, ()) for i, (r, ks) in enumerate(lowered) if not ks]
-        # The prefilter: every keyword lower-cased, minus those that contain another
-        # (where "key" is absent, so is "accountkey="); each needle knows the rules
-        # whose keywords contain it, so a text wakes only the rules it could match.
-        words = {k for _, ks in lowered for k in ks}
+        # The prefilter, for the rules that declare Prefilter conditions (the built-ins):
+        # a few regex searches over all texts at once say which rules, at which of
+        # their keywords, can find anything in each text (see _Gate).
+        self._gate = _Gate(lowered)
+        # For the other rules (user rules): every keyword lower-cased, minus those that
+        # contain another (where "key" is absent, so is "accountkey="); each needle
+        # knows the rules whose keywords contain it, so a text wakes only the rules it
+        # could match.
+        rest = [(i, r, ks) for i, (r, ks) in enumerate(lowered) if ks and i not in self._gate.gated]
+        words = {k for _, _, ks in rest for k in ks}
         self.needles = tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
         self._by_needle: dict[str, list[tuple[int, Rule, tuple[str, ...]]]] = {n: [] for n in self.needles}
-        for i, (r, ks) in enumerate(lowered):
+        for i, r, ks in rest:
             for n in self.needles:
                 if any(n in k for k in ks):
                     self._by_needle[n].append((i, r, ks))
@@ -164,9 +324,15 @@ class Rules:
         self._bneedles = tuple((n.encode(), n) for n in self.needles)
         self.min_text = min([MIN_TEXT] + [r.min_length for r in self.user_rules])
         self._clean: set[str] = set()  # short texts known to hold no secret
-        # Long texts known to hold no secret, by digest: agents repeat the same file
-        # contents and tool outputs many times in a session, so each is scanned once.
-        self._clean_long: set[bytes] = set()
+        # Long texts known to hold no secret: agents repeat the same file contents and
+        # tool outputs many times in a session, so each is scanned once. Kept as the
+        # strings themselves (their hash is a C-speed pass, a digest is not), within a
+        # budget of characters.
+        self._clean_long: set[str] = set()
+        # ... and those that do, with what find() found in them (a file that holds a
+        # token is read again and again too).
+        self._found_long: dict[str, list[tuple[int, int, str]]] = {}
+        self._clean_long_size = 0
         self._clean_keys: set[str] = set()
 
     # -- construction --------------------------------------------------------------
@@ -204,50 +370,86 @@ class Rules:
 
     def maybe(self, text: str) -> bool:
         """False when no rule can match ``text`` (the cheap prefilter)."""
-        return len(text) >= self.min_text and (bool(self._always) or bool(self._present(text)))
+        return len(text) >= self.min_text and (bool(self._always) or self._prefilter(text) != _NOTHING)
 
     def _present(self, text: str) -> list[str]:
-        """The needles that occur in ``text``."""
+        """The needles (of the rules without prefilters) that occur in ``text``."""
+        if not self.needles:
+            return []
         if self._bytes_ok:
             low = text.encode("utf-8", "surrogatepass").lower()
             return [n for b, n in self._bneedles if b in low]
         low_s = text.lower()
         return [n for n in self.needles if n in low_s]
 
-    def _digest(self, text: str) -> bytes:
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    def _prefilter(self, text: str) -> "_Present":
+        """What may match in ``text``: (rule index -> keywords, needles present)."""
+        wake = self._gate.scan([text])[0] if self._gate.gated else {}
+        needles = self._present(text)
+        return (wake, needles) if wake or needles else _NOTHING
 
     def _known_clean(self, text: str) -> bool:
         if len(text) < _LONG:
             return text in self._clean
-        return self._digest(text) in self._clean_long
+        return text in self._clean_long
 
     def _mark_clean(self, text: str) -> None:
         if len(text) < _LONG:
             if len(self._clean) > _CACHE_MAX:
                 self._clean.clear()
             self._clean.add(text)
-        else:
-            if len(self._clean_long) > _CACHE_MAX:
-                self._clean_long.clear()
-            self._clean_long.add(self._digest(text))
+        elif text not in self._clean_long:
+            self._budget(text)
+            self._clean_long.add(text)
 
-    def suspects(self, texts: list[str]) -> dict[int, list[str]]:
-        """The texts that may hold a secret (index -> needles found in it), searched in
-        one pass over all of them: each needle is looked for once in the joined texts,
-        so fifty short strings cost a few dozen C-level searches, not fifty Python ones.
-        Long texts already known to be clean are left out of the search.
+    def _budget(self, text: str) -> None:
+        """Make room in the memo of long texts for ``text``."""
+        if len(self._clean_long) + len(self._found_long) > _CACHE_MAX or self._clean_long_size > _LONG_CACHE_CHARS:
+            self._clean_long.clear()
+            self._found_long.clear()
+            self._clean_long_size = 0
+        self._clean_long_size += len(text)
+
+    def suspects(self, texts: list[str]) -> dict[int, "_Present"]:
+        """The texts that may hold a secret (index -> what may match in it, for
+        :meth:`find`), searched in one pass over all of them: each prefilter is a
+        regex searched once in the joined texts, so fifty short strings cost a few
+        C-level searches, not fifty Python ones. Texts already known to be clean are
+        left out of the search.
         """
-        if self._clean_long:
-            skip = {i for i, t in enumerate(texts) if len(t) >= _LONG and self._known_clean(t)}
-            if skip:
-                kept = [i for i in range(len(texts)) if i not in skip]
-                found = self.suspects([texts[i] for i in kept])
-                return {kept[j]: p for j, p in found.items()}
+        minimum = self.min_text
+        clean, clean_long, found_long = self._clean, self._clean_long, self._found_long
+        kept = [
+            i
+            for i, t in enumerate(texts)
+            if len(t) >= minimum and not (t in clean if len(t) < _LONG else t in clean_long or t in found_long)
+        ]
+        known = {i: _KNOWN for i, t in enumerate(texts) if len(t) >= _LONG and t in found_long} if found_long else {}
+        if not kept:
+            return known
+        chosen = list(dict.fromkeys(texts[i] for i in kept))  # a record often holds a text twice
+        wakes = self._gate.scan(chosen) if self._gate.gated else [{} for _ in chosen]
         if self._always:  # a rule without keywords looks at every text
-            return {i: self._present(t) for i, t in enumerate(texts) if len(t) >= self.min_text}
-        if not texts:
-            return {}
+            present = {t: (w, self._present(t)) for t, w in zip(chosen, wakes)}
+            known.update({i: present[texts[i]] for i in kept})
+            return known
+        found = self._needles_in(chosen) if self.needles else {}
+        maybe: dict[str, _Present] = {}
+        for j, (t, w) in enumerate(zip(chosen, wakes)):
+            p = found.get(j)
+            if w or p:
+                maybe[t] = (w, p or [])
+            else:
+                self._mark_clean(t)  # no rule can match in it
+        out: dict[int, _Present] = known
+        for i in kept:
+            p = maybe.get(texts[i])
+            if p is not None:
+                out[i] = p
+        return out
+
+    def _needles_in(self, texts: list[str]) -> dict[int, list[str]]:
+        """index -> the needles (of the rules without prefilters) found in each text."""
         joined = "\0".join(texts)
         if self._bytes_ok:
             if joined.isascii():
@@ -261,14 +463,10 @@ class Rules:
         else:
             low = joined.lower()
             if len(low) != len(joined):
-                return {i: p for i, t in enumerate(texts) if len(t) >= self.min_text and (p := self._present(t))}
+                return {i: p for i, t in enumerate(texts) if (p := self._present(t))}
             sizes = [len(t) for t in texts]
             needles = ((n, n) for n in self.needles)
-        starts = []
-        pos = 0
-        for size in sizes:
-            starts.append(pos)
-            pos += size + 1
+        starts = _starts(sizes)
         out: dict[int, list[str]] = {}
         last = len(starts) - 1
         for needle, name in needles:
@@ -277,10 +475,11 @@ class Rules:
                 i = bisect_right(starts, at) - 1
                 out.setdefault(i, []).append(name)
                 at = low.find(needle, starts[i + 1]) if i < last else -1
-        for i, t in enumerate(texts):
-            if i not in out and len(t) >= _LONG:
-                self._mark_clean(t)  # no rule's keyword occurs in it
-        return {i: p for i, p in out.items() if len(texts[i]) >= self.min_text and texts[i] not in self._clean}
+        return out
+
+    def keys_clean(self, keys: list[str]) -> bool:
+        """True when no dict key in ``keys`` holds a secret (see :meth:`key_suspect`)."""
+        return self._clean_keys.issuperset(keys) or not any(map(self.key_suspect, keys))
 
     def key_suspect(self, key: str) -> bool:
         """Whether a dict key holds a secret, memoized: keys come from a small vocabulary."""
@@ -293,17 +492,25 @@ class Rules:
         self._clean_keys.add(key)
         return False
 
-    def find(self, text: str, present: list[str] | None = None) -> list[tuple[int, int, str]]:
+    def find(self, text: str, present: "_Present | None" = None) -> list[tuple[int, int, str]]:
         """Non-overlapping secrets in ``text`` as ``(start, end, kind)``; placeholders are
-        never matched, nor is anything overlapping one. ``present``: the needles known
-        to occur in ``text`` (from :meth:`suspects`), to save looking again."""
+        never matched, nor is anything overlapping one. ``present``: what
+        :meth:`suspects` found may match in ``text``, to save looking again."""
         if len(text) < self.min_text or self._known_clean(text):
             return []
-        if present is None:
-            present = self._present(text)
-        if not present and not self._always:
+        if len(text) >= _LONG and text in self._found_long:
+            return list(self._found_long[text])
+        if present is None or present is _KNOWN:  # (forgotten since, if _KNOWN)
+            present = self._prefilter(text)
+        wake, needles = present
+        if not wake and not needles and not self._always:
             return []
-        low = text.lower()
+        # The rules to run, each with the keywords it is tried at: a prefiltered rule
+        # only at the keywords a prefilter vouched for in this text.
+        rules = self.rules
+        active = {i: (rules[i], tuple(ks), at) for i, (ks, at) in wake.items()}
+        active.update({i: (r, ks, None) for n in needles for i, r, ks in self._by_needle[n]})
+        active.update({i: (r, ks, None) for i, r, ks in self._always})
         masked = text
         spans: list[tuple[int, int]] = []
         if PLACEHOLDER_PREFIX in text:
@@ -316,24 +523,28 @@ class Rules:
                     pos = b
                 parts.append(text[pos:])
                 masked = "".join(parts)
-                low = masked.lower()
-        if len(low) != len(masked):  # lower() changed a length (rare Unicode): keep positions
-            low = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in masked)
-        active = {i: (r, ks) for n in present for i, r, ks in self._by_needle[n]}
-        active.update({i: (r, ks) for i, r, ks in self._always})
         where: dict[str, list[int]] = {}  # keyword -> its positions, shared by the rules
+        lows: list[str] = []  # the masked text lower-cased, made when first needed
 
         def positions(word: str) -> list[int]:
             found = where.get(word)
             if found is None:
-                found = where[word] = _positions(low, word)
+                if not lows:
+                    low = masked.lower()
+                    if len(low) != len(masked):  # lower() changed a length (rare Unicode): keep positions
+                        low = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in masked)
+                    lows.append(low)
+                found = where[word] = _positions(lows[0], word)
             return found
 
         cands = []
         for i in sorted(active):
-            rule, words = active[i]
+            rule, words, at = active[i]
             if rule.anchored:
-                starts = sorted({p - rule.back for w in words for p in positions(w) if p >= rule.back})
+                if at is not None:  # where a prefilter matched
+                    starts = sorted(at)
+                else:
+                    starts = sorted({p - rule.back for w in words for p in positions(w) if p >= rule.back})
                 if not starts:
                     continue
                 matches: Iterable[Any] = (rule.regex.match(masked, p) for p in starts)
@@ -359,12 +570,21 @@ class Rules:
                 self._mark_clean(text)
             return []
         cands.sort()
+        # Best first (priority, then place, then length); a candidate that overlaps one
+        # already chosen is dropped. The chosen spans never overlap, so kept sorted by
+        # start only the neighbours of a new one need a look.
+        lefts: list[int] = []
         chosen: list[tuple[int, int, str]] = []
         for _, a, neg, kind in cands:
             b = a - neg
-            if all(b <= x or y <= a for x, y, _ in chosen):
-                chosen.append((a, b, kind))
-        chosen.sort()
+            j = bisect_right(lefts, a)
+            if (j and chosen[j - 1][1] > a) or (j < len(lefts) and lefts[j] < b):
+                continue
+            lefts.insert(j, a)
+            chosen.insert(j, (a, b, kind))
+        if len(text) >= _LONG:
+            self._budget(text)
+            self._found_long[text] = list(chosen)
         return chosen
 
     def keyed_secret(self, kind: str, value: str) -> bool:
@@ -580,7 +800,7 @@ class Redactor:
         keys: list[str] = []
         keyed = _collect(value, strings, keys)
         suspects = self.rules.suspects(strings)
-        if not suspects and not keyed and not any(map(self.rules.key_suspect, keys)):
+        if not suspects and not keyed and self.rules.keys_clean(keys):
             return value, []
         found: dict[str, Finding] = {}
         flags = iter([suspects.get(i) for i in range(len(strings))])
@@ -637,7 +857,7 @@ class Redactor:
         keyed = _collect(value, strings, keys)
         suspects = self.rules.suspects(strings)
         hits: list[Hit] = []
-        if suspects or keyed or any(map(self.rules.key_suspect, keys)):
+        if suspects or keyed or not self.rules.keys_clean(keys):
             self._scan(value, (), hits, iter([suspects.get(i) for i in range(len(strings))]))
         return hits
 
@@ -682,7 +902,7 @@ def _collect(value: Any, out: list[str], keys: list[str]) -> bool:
                 keys.append(k)
             if isinstance(x, str):
                 out.append(x)
-                if isinstance(k, str) and key_kind(k):
+                if not keyed and isinstance(k, str) and key_kind(k):
                     keyed = True
             elif isinstance(x, (dict, list, tuple)) and _collect(x, out, keys):
                 keyed = True

@@ -13,6 +13,8 @@ replaces what they find.
   tried), and the tests a value must pass.
 * :func:`key_kind` / :func:`pair_kind`: whether a key name (``DB_PASSWORD``,
   ``apiKey``) says that its value is a secret.
+* :class:`Prefilter`: what a built-in rule's regex needs around a keyword, cheap
+  to test on whole texts, so that the engine runs the rule only where it can match.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "BUILTIN_RULES",
     "PLACEHOLDER_PREFIX",
     "PLACEHOLDER_RE",
+    "Prefilter",
     "Rule",
     "key_kind",
     "keyed_value_ok",
@@ -151,6 +154,34 @@ Check = Callable[[str, "re.Match[str]", int, int], bool]
 
 
 @dataclass(frozen=True)
+class Prefilter:
+    """A necessary condition for a rule to find a secret, cheap to test on a whole text.
+
+    The text holds ``anchor`` (a literal, looked for in the text lower-cased, or as
+    it is when ``exact``) followed right away by a match of ``tail`` (a regex; a
+    lookbehind in it may look back over the anchor; its group names, if any, start
+    with ``pf_``). ``at`` says where the anchor stands from the start of the keyword
+    (None: anywhere in the text). ``needs``: characters that every match holds; a
+    text without one of them is not searched (a test for one character is a
+    ``memchr``, many times faster than the search).
+
+    The promise a rule's prefilters make: wherever the rule's regex, tried where one
+    of its keywords occurs (``back`` characters before it), matches and the match is
+    accepted, the text also holds a match of one of the prefilters that list that
+    keyword (``keywords`` empty: all the rule's keywords), with its anchor ``at``
+    characters after the keyword's start. :class:`opalgit.redact.Rules` then tries
+    the rule there only; ``tests/core/test_redact_speed.py`` checks the promise.
+    """
+
+    anchor: str
+    tail: str = ""
+    keywords: tuple = ()
+    exact: bool = False
+    at: int | None = 0
+    needs: str = ""  # characters every match holds: a text without one is not searched
+
+
+@dataclass(frozen=True)
 class Rule:
     """One detection rule; its ``name`` is the kind shown in placeholders and scans.
 
@@ -159,7 +190,8 @@ class Rule:
     ``anchored`` rule's regex is tried only where a keyword occurs, ``back``
     characters before it; otherwise it is scanned over the whole text. The secret is
     ``group`` of the match (a number, a name, or a tuple of names of which the first
-    that took part counts).
+    that took part counts). ``prefilters`` (built-ins) narrow that further: the rule
+    is tried only at the keywords, and the places, one of them vouches for.
     """
 
     name: str
@@ -175,6 +207,7 @@ class Rule:
     edges: bool = False  # the secret may not be glued to letters or digits
     fake_filter: str = ""  # "token": skip stand-ins like ghp_xxxx; "value": templates, references too
     check: Check | None = None  # built-ins: one more test on (text, match, start, end)
+    prefilters: tuple = ()  # Prefilter conditions that cover every keyword (built-ins)
     builtin: bool = False
     description: str = ""
 
@@ -287,6 +320,55 @@ _PEM_RE = re.compile(
     r"|(?P<cut>[A-Za-z0-9+/=]{16,}(?:(?:\s|\\[rn])+[A-Za-z0-9+/=]{16,})*))"
 )
 
+# Prefilters (see Prefilter): each is the start of its rule's regex, relaxed. They run
+# on the text lower-cased, so [A-Z] becomes [a-z]; classes keep every character the
+# rule's class takes, and a class that could meet a masked placeholder (NUL in the
+# rule's view) takes the placeholder's own characters too. Anchors start with a rare
+# character where one exists, because the search skips from anchor to anchor.
+_PF_KEYCHAR = r"[a-z0-9_.\-]"
+_PF_Q = r"(?:\\{0,3}[\"'])?\]?"
+
+
+def _pf_run(name: str, most: int) -> str:
+    """A whole run of key characters (at most ``most``), never given back: a
+    lookahead is atomic, and the backreference takes what it matched. Nothing that
+    may follow a key (a quote, a space, ``:``, ``=``) is a key character, so giving
+    characters back could not help a match; it would only cost time."""
+    return f"(?=(?P<{name}>{_PF_KEYCHAR}{{0,{most}}}))(?P={name})"
+
+
+def _pf_assign(word: str) -> str:
+    """After a key word: the rest of the key, a closing quote, then ``:``/``=``
+    (``key: v``, ``KEY=v``, ``"key" => v``); or a space where the key starts with
+    ``-`` (``--token v``), so that a key character stands just before the word."""
+    return (
+        f"(?:(?<=[a-z0-9_.\\-]{word}){_pf_run(f'pf_{word}_a', 60)}{_PF_Q}(?:\\s{{0,4}}[:=]| )"
+        f"|{_pf_run(f'pf_{word}_b', 60)}{_PF_Q}\\s{{0,4}}[:=])"
+    )
+
+
+#: Per key word: the anchor, the tail up to the word's end, and where the anchor
+#: stands in the word. Anchors start with the word's rarest letter that they can.
+_PF_WORDS = {
+    "key": ("k", "ey", 0),
+    "token": ("k", "en(?<=token)", 2),
+    "secret": ("cr", "et(?<=secret)", 2),
+    "credential": ("cr", "edential", 0),
+    "auth": ("uth", "(?<=auth)", 1),
+    "pass": ("pass", "", 0),
+    "pwd": ("w", "d(?<=pwd)", 1),
+}
+
+
+def _assigned(*words: str) -> tuple:
+    """Prefilters for rules anchored at a key word followed by an assignment."""
+    out = []
+    for w in words:
+        anchor, head, at = _PF_WORDS[w]
+        out.append(Prefilter(anchor, head + _pf_assign(w), (w,), at=at))
+    return tuple(out)
+
+
 _TOKEN = dict(anchored=True, edges=True, fake_filter="token", builtin=True, priority=10)
 _ASSIGNED = dict(fake_filter="value", builtin=True)
 
@@ -299,6 +381,7 @@ def _builtin_rules() -> list[Rule]:
             _PEM_RE,
             ("body", "cut"),
             keywords=("-----BEGIN ",),
+            prefilters=(Prefilter("-", r"----begin (?:[a-z0-9]+ )*private key"),),
             anchored=True,
             priority=0,
             builtin=True,
@@ -308,6 +391,7 @@ def _builtin_rules() -> list[Rule]:
             "aws-access-key-id",
             c(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}"),
             keywords=("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+            prefilters=(Prefilter("A", r"(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}", exact=True),),
             **_TOKEN,
             description="AWS access key ids (AKIA…, ASIA…)",
         ),
@@ -324,6 +408,7 @@ def _builtin_rules() -> list[Rule]:
             keywords=("secret",),
             min_classes=2,
             check=_aws_secret_check,
+            prefilters=_assigned("secret"),
             **_TOKEN,
             description='AWS secret access keys in assignments (aws_secret_access_key=, "SecretAccessKey":)',
         ),
@@ -331,6 +416,7 @@ def _builtin_rules() -> list[Rule]:
             "gcp-api-key",
             c(r"AIza[0-9A-Za-z_\-]{35}"),
             keywords=("AIza",),
+            prefilters=(Prefilter("A", r"Iza[0-9A-Za-z_\-]{35}", exact=True),),
             **_TOKEN,
             description="Google API keys (AIza…)",
         ),
@@ -339,6 +425,7 @@ def _builtin_rules() -> list[Rule]:
             c(r"AccountKey=(?P<s>[A-Za-z0-9+/]{86,88}={0,2})"),
             "s",
             keywords=("AccountKey=",),
+            prefilters=(Prefilter("A", r"ccountKey=[A-Za-z0-9+/]{86}", exact=True),),
             **_TOKEN,
             description="Azure storage account keys (connection strings: AccountKey=…)",
         ),
@@ -347,6 +434,7 @@ def _builtin_rules() -> list[Rule]:
             c(r"SharedAccessKey=(?P<s>[A-Za-z0-9+/]{42,44}={0,2})"),
             "s",
             keywords=("SharedAccessKey=",),
+            prefilters=(Prefilter("A", r"ccessKey=(?<=SharedAccessKey=)[A-Za-z0-9+/]{42}", exact=True, at=6),),
             **_TOKEN,
             description="Azure Service Bus / Event Hubs shared access keys",
         ),
@@ -355,6 +443,7 @@ def _builtin_rules() -> list[Rule]:
             c(r"[?&;]sig=(?P<s>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
             "s",
             keywords=("sig=",),
+            prefilters=(Prefilter("g", r"=(?<=[?&;]sig=)[a-z0-9%+/]{30}", at=2),),
             back=1,
             min_classes=2,
             check=_sas_check,
@@ -365,6 +454,7 @@ def _builtin_rules() -> list[Rule]:
             "azure-client-secret",
             c(r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}"),
             keywords=("Q~",),
+            prefilters=(Prefilter("Q~", r"(?<=[A-Za-z0-9_~.]{3}[0-9]Q~)[A-Za-z0-9_~.\-]{31}", exact=True, needs="~"),),
             back=4,
             **_TOKEN,
             description="Azure AD / Entra ID client secrets (…8Q~…)",
@@ -373,6 +463,10 @@ def _builtin_rules() -> list[Rule]:
             "github-token",
             c(r"gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255}"),
             keywords=("gh", "github_pat_"),
+            prefilters=(
+                Prefilter("g", r"h[pousr]_[a-z0-9]{36}", ("gh",)),
+                Prefilter("g", r"ithub_pat_[a-z0-9_]{22}", ("github_pat_",)),
+            ),
             **_TOKEN,
             description="GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)",
         ),
@@ -380,6 +474,7 @@ def _builtin_rules() -> list[Rule]:
             "gitlab-token",
             c(r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas)-[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]+)*"),
             keywords=("gl",),
+            prefilters=(Prefilter("g", r"l(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas)-[a-z0-9_\-]{20}"),),
             **_TOKEN,
             description="GitLab tokens (glpat-, gldt-, glrt-, …)",
         ),
@@ -387,6 +482,10 @@ def _builtin_rules() -> list[Rule]:
             "slack-token",
             c(r"xox[abposre]-[A-Za-z0-9\-]{10,250}|xapp-[0-9]-[A-Za-z0-9\-]{10,250}"),
             keywords=("xox", "xapp-"),
+            prefilters=(
+                Prefilter("-", r"(?<=xox[abposre]-)[a-z0-9\-]{10}", ("xox",), at=4),
+                Prefilter("-", r"(?<=xapp-)[0-9]-[a-z0-9\-]{10}", ("xapp-",), at=4),
+            ),
             **_TOKEN,
             description="Slack tokens (xoxb-, xoxp-, xoxa-, xapp-, …)",
         ),
@@ -395,6 +494,9 @@ def _builtin_rules() -> list[Rule]:
             c(r"hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/(?P<s>[A-Za-z0-9]{20,})"),
             "s",
             keywords=("hooks.slack.com",),
+            prefilters=(
+                Prefilter("k", r"s\.slack\.com/(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/t", at=3),
+            ),
             **_TOKEN,
             description="the secret part of Slack webhook URLs",
         ),
@@ -402,6 +504,15 @@ def _builtin_rules() -> list[Rule]:
             "stripe-key",
             c(r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,247}|whsec_[A-Za-z0-9+/=]{24,}"),
             keywords=("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+            prefilters=(
+                Prefilter(
+                    "k",
+                    r"_(?<=[sr]k_)(?:live|test)_[a-z0-9]{10}",
+                    ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+                    at=1,
+                ),
+                Prefilter("w", r"hsec_[a-z0-9+/=]{24}", ("whsec_",)),
+            ),
             **_TOKEN,
             description="Stripe secret and restricted keys (sk_live_, rk_live_, sk_test_), webhook secrets",
         ),
@@ -409,6 +520,7 @@ def _builtin_rules() -> list[Rule]:
             "anthropic-key",
             c(r"sk-ant-[A-Za-z0-9_\-]{20,}"),
             keywords=("sk-ant-",),
+            prefilters=(Prefilter("k", r"-(?<=sk-)[a-z0-9_\-]{20}", at=1),),
             **_TOKEN,
             description="Anthropic API keys (sk-ant-…)",
         ),
@@ -416,6 +528,7 @@ def _builtin_rules() -> list[Rule]:
             "openai-key",
             c(r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}|sk-[A-Za-z0-9]{32,}"),
             keywords=("sk-",),
+            prefilters=(Prefilter("k", r"-(?<=sk-)[a-z0-9_\-]{20}", at=1),),
             min_classes=2,
             **_TOKEN,
             description="OpenAI and compatible API keys (sk-…, sk-proj-…)",
@@ -424,15 +537,28 @@ def _builtin_rules() -> list[Rule]:
             "huggingface-token",
             c(r"hf_[A-Za-z0-9]{30,40}"),
             keywords=("hf_",),
+            prefilters=(Prefilter("hf_", r"[a-z0-9]{30}"),),
             min_classes=2,
             **_TOKEN,
             description="Hugging Face tokens (hf_…)",
         ),
-        Rule("npm-token", c(r"npm_[A-Za-z0-9]{36}"), keywords=("npm_",), **_TOKEN, description="npm tokens (npm_…)"),
+        Rule(
+            "npm-token",
+            c(r"npm_[A-Za-z0-9]{36}"),
+            keywords=("npm_",),
+            prefilters=(Prefilter("m", r"_(?<=npm_)[a-z0-9]{36}", at=2),),
+            **_TOKEN,
+            description="npm tokens (npm_…)",
+        ),
         Rule(
             "jwt",
             c(r"eyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
             keywords=("eyJ",),
+            prefilters=(
+                Prefilter(
+                    "J", r"(?<=eyJ)[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10}", exact=True, at=2
+                ),
+            ),
             **_TOKEN,
             description="JSON Web Tokens (eyJ….eyJ….…)",
         ),
@@ -441,6 +567,7 @@ def _builtin_rules() -> list[Rule]:
             c(r"://(?P<user>[^\s:/?#@'\"<>\\]{0,128}):(?P<s>[^\s/?#@'\"<>\\]{1,256})@(?=[A-Za-z0-9\[])"),
             "s",
             keywords=("://",),
+            prefilters=(Prefilter("://", r"[^\s/?#@'\"<>\\]{1,385}@", needs="@"),),
             anchored=True,
             priority=20,
             check=_url_check,
@@ -452,6 +579,7 @@ def _builtin_rules() -> list[Rule]:
             c(r"(?ai:bearer)\s+(?P<s>[A-Za-z0-9\-._~+/]{16,}=*)(?![A-Za-z0-9\-._~+/=])"),
             "s",
             keywords=("bearer",),
+            prefilters=(Prefilter("bearer", r"\s+[a-z0-9\-._~+/]{16}"),),
             anchored=True,
             entropy=3.0,
             min_classes=2,
@@ -467,6 +595,11 @@ def _builtin_rules() -> list[Rule]:
             ),
             ("h", "u"),
             keywords=("authorization", "-u", "--user"),
+            prefilters=(
+                Prefilter("uth", r"(?<=auth)orization:\s*basic\s+[a-z0-9+/]{8}", ("authorization",), at=1),
+                Prefilter("-", r"u\s*['\"]?[^\s'\"]{1,64}:", ("-u",)),
+                Prefilter("-", r"-user[= ]['\"]?[^\s'\"]{1,64}:", ("--user",)),
+            ),
             anchored=True,
             min_classes=2,
             priority=25,
@@ -483,6 +616,7 @@ def _builtin_rules() -> list[Rule]:
             ),
             ("dq", "sq", "uq"),
             keywords=("key", "secret", "token", "pass", "pwd", "auth", "credential"),
+            prefilters=_assigned("key", "secret", "token", "pass", "pwd", "auth", "credential"),
             anchored=True,
             min_length=6,
             priority=30,
@@ -508,6 +642,14 @@ def _builtin_rules() -> list[Rule]:
             ),
             ("qv", "uv"),
             keywords=("name",),
+            prefilters=(
+                Prefilter(
+                    "m",
+                    "e(?<=name)" + _PF_Q + r"\s{0,4}[:=]\s{0,4}" + _PF_Q + r"[a-z_][a-z0-9_.\-]{0,80}" + _PF_Q
+                    + r"\s{0,4},?\s{0,40}" + _PF_Q + "value" + _PF_Q + r"\s{0,4}[:=]",
+                    at=2,
+                ),
+            ),
             anchored=True,
             min_length=6,
             priority=30,
@@ -520,6 +662,7 @@ def _builtin_rules() -> list[Rule]:
             _assignment_regex(r"pass|pwd"),
             ("qv", "uv"),
             keywords=("pass", "pwd"),
+            prefilters=_assigned("pass", "pwd"),
             anchored=True,
             entropy=2.5,
             min_length=8,
@@ -534,6 +677,7 @@ def _builtin_rules() -> list[Rule]:
             _assignment_regex(r"secret|token|key|auth|credential"),
             ("qv", "uv"),
             keywords=("secret", "token", "key", "auth", "credential"),
+            prefilters=_assigned("secret", "token", "key", "auth", "credential"),
             anchored=True,
             entropy=3.0,
             min_length=10,
