@@ -285,7 +285,8 @@ def test_reading_does_not_hold_the_file(tmp_path):
         tracemalloc.stop()
     assert n == res.count > 1000
     assert after_pass_one < 0.05 * size, after_pass_one
-    assert peak < 0.2 * size, (peak, size)
+    # A fraction of the file, plus the constant 1 MiB read buffers of the two passes.
+    assert peak < 0.2 * size + (2 << 20), (peak, size)
 
 
 def test_commit_holds_one_record_at_a_time(repo, project, home, monkeypatch):
