@@ -301,13 +301,11 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     changes: dict[str, tuple[bytes | None, bytes | None]] = {}
     forks: list[str] = []
     tally: tuple[bytearray, list[int]] = (bytearray(), [])
-    # New payloads continue the branch's pack chain. A whole file read again names
-    # the packs that already hold its payloads (the branch's and its fork branches'),
-    # so unchanged turns come out as the same leaves and are not stored twice.
+    # New payloads continue the branch's pack chain, and payloads the branch (or its
+    # fork branches) already stores are named, not written again: a whole file read
+    # again gives the same leaves, and a file the agent reads again costs nothing.
     fork_heads = [branch_head(repo, f"{branch}-{v.name_hint or 'fork'}") for v in (result.views or [])[1:]]
-    packer = packer_for(
-        repo, state, full=not incremental, also=[load_state(repo, h) for h in fork_heads if h is not None]
-    )
+    packer = packer_for(repo, state, also=[load_state(repo, h) for h in fork_heads if h is not None])
     if incremental:
         assert state is not None
         root = sequence.append(store, state.root, items_of(None, tally), packer)  # not empty: checked above

@@ -127,7 +127,7 @@ class Hit:
 _USER_PRIORITY = 5
 _CACHE_MAX = 50_000
 _LONG = 512  # texts at least this long are remembered whole
-_LONG_CACHE_CHARS = 16 << 20  # at most this many characters of them (bounds memory)
+_LONG_CACHE_CHARS = 8 << 20  # at most this many characters of them (bounds memory)
 _SHORT = 4096  # texts joined shorter than this: each search first looks for its anchor
 
 #: What may match in a text: prefiltered rule index -> the keywords vouched for, and

@@ -115,9 +115,11 @@ def _write_leaf(store: ObjectStore, items: list[Item], packer: Packer) -> Node:
 class _Writer:
     """Cuts items into leaves and writes them, sealing payload packs in between.
 
-    A finished leaf waits until the pack that holds its new payloads is sealed: the
-    pack is sealed once :data:`payloads.PACK_BYTES` wait, always between two leaves
-    (so a leaf's new payloads are in one pack), and at :meth:`finish`.
+    A finished leaf waits until the pack that holds its new payloads is written. A
+    pack is started once :data:`payloads.PACK_BYTES` wait, always between two leaves
+    (so a leaf's new payloads are in one pack), and compresses in the background
+    while the next records are encoded: its leaves are written when the next pack
+    starts, or at :meth:`finish`.
     """
 
     def __init__(self, store: ObjectStore, packer: Packer | None) -> None:
@@ -125,7 +127,8 @@ class _Writer:
         self.packer = packer if packer is not None else Packer(store)
         self.current: list[Item] = []
         self.size = 0
-        self.waiting: list[list[Item]] = []
+        self.waiting: list[list[Item]] = []  # leaves whose payloads are not packed yet
+        self.in_flight: list[list[Item]] = []  # leaves whose pack is being compressed
         self.done: list[Node] = []
 
     def add(self, it: Item) -> None:
@@ -141,13 +144,18 @@ class _Writer:
             self.waiting.append(self.current)
             self.current, self.size = [], 0
         if self.packer.pending_bytes >= payloads.PACK_BYTES:
-            self._release()
+            self._rotate()
 
-    def _release(self) -> None:
-        self.packer.seal()
-        for items in self.waiting:
+    def _rotate(self) -> None:
+        self.packer.wait()
+        self._write(self.in_flight)
+        self.packer.start()
+        self.in_flight, self.waiting = self.waiting, []
+
+    def _write(self, leaves: list[list[Item]]) -> None:
+        for items in leaves:
             self.done.append(_write_leaf(self.store, items, self.packer))
-        self.waiting = []
+        leaves.clear()
 
     def take(self) -> list[Node]:
         """Leaves written so far (and forgets them)."""
@@ -155,11 +163,13 @@ class _Writer:
         return out
 
     def finish(self) -> list[Node]:
-        """Close the open leaf, seal the last pack; every leaf not yet taken."""
+        """Close the open leaf, write the last packs; every leaf not yet taken."""
         if self.current:
             self.waiting.append(self.current)
             self.current, self.size = [], 0
-        self._release()
+        self._rotate()
+        self.packer.wait()
+        self._write(self.in_flight)
         return self.take()
 
 

@@ -80,21 +80,21 @@ def write_state(
     return oid
 
 
-def packer_for(repo: Repository, state: State | None, *, full: bool, also: list[State] = ()) -> payloads.Packer:
+def packer_for(repo: Repository, state: State | None, *, also: list[State] = ()) -> payloads.Packer:
     """The payload packer of an operation that builds on ``state``.
 
-    Its packs continue the state's chain. With ``full`` (a whole sequence is built
-    again: a re-import, a fork), it knows where every payload of ``state`` (and of
-    ``also``) is stored, so unchanged turns give the same leaves and share them; an
-    append needs only the chain (a payload read again compresses to a few bytes
-    against it).
+    Its packs continue the state's chain, and it knows where every payload of
+    ``state`` (and of ``also``) is stored, so that a payload stored before is named,
+    not written again, and a sequence built again (a re-import, a fork) comes out as
+    the same leaves. Knowing costs one read of each leaf tree (not of the leaves):
+    ~40 ms for 10,000 turns; without it 20 growing commits stored 1.16x one commit
+    of the same session, with it 1.08x.
     """
     known: dict[bytes, payloads.Location] = {}
-    if full:
-        for st in [state, *also]:
-            if st is not None:
-                for d, loc in sequence.payload_locations(repo.store, st.root).items():
-                    known.setdefault(d, loc)
+    for st in [state, *also]:
+        if st is not None:
+            for d, loc in sequence.payload_locations(repo.store, st.root).items():
+                known.setdefault(d, loc)
     base = state.packs if state is not None else None
     if base is not None and not repo.store.exists(base):
         base = None

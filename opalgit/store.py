@@ -28,7 +28,7 @@ from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
 #: Below this many new objects a flush writes loose objects, above it one pack.
 PACK_THRESHOLD = 64
 #: A store flushes by itself once this many bytes are buffered (bounds memory).
-FLUSH_BYTES = 16 * 1024 * 1024
+FLUSH_BYTES = 8 * 1024 * 1024
 
 TreeEntry = tuple[str, bool, bytes]  # (name, is_tree, oid)
 
