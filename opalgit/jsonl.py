@@ -44,7 +44,7 @@ def _float_may_differ(raw: bytes) -> bool:
             j = i - 1
             while j >= 0 and raw[j] in _NUMBER_BYTES:
                 j -= 1
-            if j >= 0 and raw[j] in _TOKEN_START and raw[j + 1] in b"-0123456789":
+            if (j < 0 or raw[j] in _TOKEN_START) and raw[j + 1] in b"-0123456789":  # j < 0: a bare number
                 return True
             i = raw.find(marker, i + 1)
     return False

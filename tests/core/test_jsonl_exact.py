@@ -47,6 +47,12 @@ def test_floats_that_the_two_encoders_write_differently():
         assert jsonl.exact(value, jsonl.dumps(value))
 
 
+def test_a_bare_number_line():
+    for raw in (b"1.192092896e-7", b"0.00001", b"-1e-7"):
+        value = json.loads(raw)
+        assert jsonl.exact(value, raw) == (jsonl.dumps(value) == raw)
+
+
 def test_timestamps_and_ids_keep_the_fast_path():
     raw = b'{"timestamp":"2026-09-21T10:00:00.000Z","uuid":"4e5f0e12-1e2d","n":3}'
     assert not jsonl._float_may_differ(raw)
