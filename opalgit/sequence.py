@@ -39,7 +39,11 @@ from .errors import CorruptObjectError
 from .payloads import Location, Packer
 from .store import ObjectStore
 
-LEAF_TARGET = 32
+# 16 rather than 32: a fork or an append rewrites one leaf around its cut, so smaller
+# leaves make forks cheaper (10 forks of 10 turns: worst 1.26 % -> 1.08 % of one
+# commit) and 20 growing commits too (1.09x -> 1.06x), for ~6 % more storage in one
+# commit (leaves are compressed one by one).
+LEAF_TARGET = 16
 LEAF_MAX_ITEMS = 256
 LEAF_MAX_BYTES = 512 * 1024
 FANOUT = 64
