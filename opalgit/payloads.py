@@ -63,8 +63,12 @@ CACHE_BYTES = 64 * 1024 * 1024
 # Level 6 rather than 3: with a dictionary, the chained packs of 20 growing commits
 # came to 1.08x one commit of the same session (1.25x at level 3) and one commit to
 # 0.75x zstd -3 of the file (0.81x); the compression runs on a worker thread, so
-# the import does not wait for it.
+# the import does not wait for it. Small packs (a hook's commit, a fork's new turns)
+# get level 9: a quarter smaller for a few milliseconds more, while level 9 on the
+# 4 MiB packs of a large import would cost ~10 MB more memory.
 _ZSTD_LEVEL = 6
+_SMALL_PACK = 1024 * 1024
+_SMALL_PACK_LEVEL = 9
 
 #: Where a payload is: (oid, is_tree). A tree is a pack; a blob is one framed payload.
 Location = tuple[bytes, bool]
@@ -83,10 +87,9 @@ class Pack:
     window: bytes  # last WINDOW bytes of the chain through this pack
 
 
-def _params() -> codec.zstandard.ZstdCompressionParameters:
-    return codec.zstandard.ZstdCompressionParameters.from_level(
-        _ZSTD_LEVEL, window_log=_WINDOW_LOG, write_content_size=True
-    )
+def _params(size: int) -> codec.zstandard.ZstdCompressionParameters:
+    level = _SMALL_PACK_LEVEL if size < _SMALL_PACK else _ZSTD_LEVEL
+    return codec.zstandard.ZstdCompressionParameters.from_level(level, window_log=_WINDOW_LOG, write_content_size=True)
 
 
 def _dict(window: bytes):
@@ -252,7 +255,7 @@ class _Job:
         try:
             window = self._window
             compressor = codec.zstandard.ZstdCompressor(
-                compression_params=_params(), dict_data=_dict(window) if window else None
+                compression_params=_params(len(self._content)), dict_data=_dict(window) if window else None
             )
             self.frame = compressor.compress(self._content)
         except BaseException as exc:  # handed to the writer's thread by Packer.wait

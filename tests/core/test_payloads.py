@@ -173,7 +173,7 @@ def test_a_failure_on_the_compression_thread_reaches_the_writer(monkeypatch):
     packer = payloads.Packer(store)
     put(packer, text(21, 5000))
 
-    def broken():
+    def broken(size):
         raise MemoryError("no room")
 
     monkeypatch.setattr(payloads, "_params", broken)
