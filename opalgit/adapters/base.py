@@ -167,9 +167,27 @@ class Adapter:
         """
         raise NotImplementedError
 
-    def normalize(self, turn: Turn) -> Normal:
-        """The normalized view of a stored (resolved) turn."""
+    def normalize_record(self, record: Any) -> Normal:
+        """The normalized view of one parsed record of this agent's files."""
         raise NotImplementedError
+
+    def normalize(self, turn: Turn) -> Normal:
+        """The normalized view of a stored (resolved) turn: its record, or its exact
+        bytes parsed again, through :meth:`normalize_record`; a turn opal wrote itself
+        (a merge marker, a squash summary) as its blocks."""
+        if turn.has_record:
+            return self.normalize_record(turn.record)
+        if isinstance(turn.line, bytes):
+            if not turn.line.strip():
+                return Normal(role="meta", label="blank")
+            try:
+                value = jsonl.parse(turn.line)
+            except jsonl.ParseFailure:
+                return Normal(role="meta", label="unparseable")
+            return self.normalize_record(value)
+        if turn.blocks is not None:
+            return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
+        return Normal(role="meta", label="unresolved")
 
     def normalize_many(self, turns: list[Turn]) -> list[Normal]:
         """The views of a sequence of stored turns, in order.

@@ -139,7 +139,6 @@ def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
 
-
 def _classify(obj: Any) -> str | None:
     """Which agent wrote this JSON line: "claude", "codex", "gemini", or None."""
     if not isinstance(obj, dict):
@@ -349,16 +348,6 @@ def normalize_record(rec: Any) -> Normal:
     if kind == "system" and rec.get("subtype") == "compact_boundary":
         return Normal(role="system", time=time, label="compact-boundary")
     return Normal(role="meta", time=time, label=_meta_label(rec))
-
-
-def _normal_of_line(raw: bytes) -> Normal:
-    if not raw.strip():
-        return Normal(role="meta", label="blank")
-    try:
-        value = jsonl.parse(raw)
-    except jsonl.ParseFailure:
-        return Normal(role="meta", label="unparseable")
-    return normalize_record(value)
 
 
 # ------------------------------------------------------------------------ session info
@@ -901,14 +890,7 @@ class ClaudeAdapter(Adapter):
                          path=path, line=line, hint="give the path of a .jsonl transcript under "
                          "~/.claude/projects, or pick the right --agent")
 
-    def normalize(self, turn: Turn) -> Normal:
-        if turn.has_record:
-            return normalize_record(turn.record)
-        if isinstance(turn.line, bytes):
-            return _normal_of_line(turn.line)
-        if turn.blocks is not None:
-            return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
-        return Normal(role="meta", label="unresolved")
+    normalize_record = staticmethod(normalize_record)
 
     # -- writing ------------------------------------------------------------------
     # The writer lives in claude_export (it imports this module, hence the late imports).

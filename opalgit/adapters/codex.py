@@ -94,7 +94,6 @@ def _is_str(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
 
-
 def _classify(obj: Any) -> str | None:
     """Which agent wrote this JSON line: "codex", "claude", "gemini", or None."""
     if not isinstance(obj, dict):
@@ -296,15 +295,6 @@ def normalize_record(rec: Any) -> Normal:
     if kind in _ITEM_KINDS or kind in _CALLS or kind in _OUTPUTS or (kind is None and "role" in rec):
         return _item_normal(rec, t, "item")
     return Normal(role="meta", time=t, label=kind if _is_str(kind) else "unknown")
-
-
-def _normal_of_line(raw: bytes) -> Normal:
-    if not raw.strip():
-        return Normal(role="meta", label="blank")
-    try:
-        return normalize_record(jsonl.parse(raw))
-    except jsonl.ParseFailure:
-        return Normal(role="meta", label="unparseable")
 
 
 # ------------------------------------------------------------------------ session info
@@ -622,14 +612,7 @@ class CodexAdapter(Adapter):
                          path=path, line=first,
                          hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent")
 
-    def normalize(self, turn: Turn) -> Normal:
-        if turn.has_record:
-            return normalize_record(turn.record)
-        if isinstance(turn.line, bytes):
-            return _normal_of_line(turn.line)
-        if turn.blocks is not None:
-            return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
-        return Normal(role="meta", label="unresolved")
+    normalize_record = staticmethod(normalize_record)
 
     # -- writing ------------------------------------------------------------------
     # The writer lives in codex_export (it imports this module, hence the late imports).

@@ -57,7 +57,6 @@ from .gemini_log import (
     _entries,
     _is_id,
     _kind,
-    _normal_of_line,
     _normals,
     _replay,
     _value_of,
@@ -612,15 +611,8 @@ class GeminiAdapter(Adapter):
                          hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats, "
                               "or pick the right --agent")
 
-    def normalize(self, turn: Turn) -> Normal:
-        """A stored turn's standalone view: every message counts as live (see :mod:`.gemini_log`)."""
-        if turn.has_record:
-            return normalize_record(turn.record)
-        if isinstance(turn.line, bytes):
-            return _normal_of_line(turn.line)
-        if turn.blocks is not None:
-            return Normal(role=turn.role or "meta", blocks=list(turn.blocks))
-        return Normal(role="meta", label="unresolved")
+    # A stored turn's standalone view: every message counts as live (see :mod:`.gemini_log`).
+    normalize_record = staticmethod(normalize_record)
 
     def normalize_many(self, turns: list[Turn]) -> list[Normal]:
         """The views of a whole sequence of stored turns, the log replayed as :meth:`read` does."""

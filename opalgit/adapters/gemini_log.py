@@ -54,7 +54,6 @@ _CONTEXT_PREFIXES = ("<session_context>", "<hook_context>")
 # ----------------------------------------------------------------------- small helpers
 
 
-
 def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
@@ -261,15 +260,6 @@ def normalize_record(rec: Any) -> Normal:
     if entries:
         return _combined([message_normal(m) for m in entries if _kind(m) == "message"], base.label, base.time)
     return base
-
-
-def _normal_of_line(raw: bytes) -> Normal:
-    if not raw.strip():
-        return Normal(role="meta", label="blank")
-    try:
-        return normalize_record(jsonl.parse(raw))
-    except jsonl.ParseFailure:
-        return Normal(role="meta", label="unparseable")
 
 
 # ----------------------------------------------------------------------- replaying the log
