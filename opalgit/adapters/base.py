@@ -276,6 +276,32 @@ class RawRecord:
     problem: str | None  # why the line is not JSON, or None
 
 
+#: What each agent's session files are called in messages.
+FILE_KINDS = {
+    "claude": "a Claude Code transcript",
+    "codex": "a Codex CLI rollout",
+    "gemini": "a Gemini CLI session",
+}
+
+
+def foreign_file(path: str, line: int | None, agent: str, own: str) -> InputError:
+    """The error for a file of another agent (``agent``) given where ``own`` was expected."""
+    return InputError(f"this looks like {FILE_KINDS[agent]}, not {own}", path=path, line=line,
+                      hint=f"import it with --agent {agent}")
+
+
+def bare_reason(problem: str) -> str:
+    """The bare reason of a :func:`jsonl.parse` failure ("not JSON (x)" -> "x")."""
+    if problem.startswith("not JSON (") and problem.endswith(")"):
+        return problem[len("not JSON (") : -1]
+    return problem
+
+
+def opaque_warning(path: str, line: int, problem: str) -> str:
+    """The warning for a line in the middle of a session that is not JSON (it is kept)."""
+    return f"{path}:{line}: not JSON ({bare_reason(problem)}); kept as an opaque record"
+
+
 def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:
     """Parse JSON lines from ``start``; blank lines skipped; bad lines reported, not raised.
 

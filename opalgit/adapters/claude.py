@@ -35,6 +35,7 @@ from .. import jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
 from .base import (
+    FILE_KINDS,
     Adapter,
     ExportRequest,
     ExportResult,
@@ -43,7 +44,10 @@ from .base import (
     Record,
     SessionFile,
     View,
+    bare_reason,
+    foreign_file,
     iter_jsonl,
+    opaque_warning,
     parse_time,
     record_turn,
 )
@@ -151,25 +155,6 @@ def _classify(obj: Any) -> str | None:
     if kind in _CLAUDE_TYPES or (isinstance(kind, str) and any(k in obj for k in _ID_KEYS)):
         return "claude"
     return None
-
-
-_OTHER_AGENT = {
-    "codex": ("a Codex CLI rollout", "codex"),
-    "gemini": ("a Gemini CLI session", "gemini"),
-}
-
-
-def _foreign(path: str, kind: str, line: int | None) -> InputError:
-    what, agent = _OTHER_AGENT[kind]
-    return InputError(f"this looks like {what}, not a Claude Code session", path=path, line=line,
-                      hint=f"import it with --agent {agent}")
-
-
-def _reason(problem: str) -> str:
-    """The bare reason of a :func:`jsonl.parse` failure ("not JSON (x)" -> "x")."""
-    if problem.startswith("not JSON (") and problem.endswith(")"):
-        return problem[len("not JSON (") : -1]
-    return problem
 
 
 def _parent_of(rec: Mapping[str, Any], prev: str | None) -> str | None:
@@ -832,7 +817,7 @@ class ClaudeAdapter(Adapter):
             scan.nonblank = True
             if not seen_json:
                 raise self._first_line_error(path, line.number, raw.problem, fh)
-            scan.warnings.append(f"{path}:{line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record")
+            scan.warnings.append(opaque_warning(path, line.number, raw.problem))
         if raw is not None:
             scan.end, scan.lines = raw.line.end, raw.line.number
         offsets.append(scan.end)
@@ -869,11 +854,11 @@ class ClaudeAdapter(Adapter):
             if fh.seek(0, os.SEEK_END) <= 64 * 1024 * 1024:
                 fh.seek(0)
                 kind = _classify(jsonl.parse(fh.read().strip()))
-                if kind in _OTHER_AGENT:
-                    return _foreign(path, kind, None)
+                if kind in FILE_KINDS and kind != AGENT:
+                    return foreign_file(path, None, kind, "a Claude Code session")
         except (jsonl.ParseFailure, OSError, MemoryError):
             pass
-        return InputError(f"the first line is not JSON ({_reason(problem)}); this is not a Claude Code session",
+        return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Claude Code session",
                           path=path, line=line, hint="give the path of a .jsonl transcript under ~/.claude/projects")
 
     def _check_shape(self, path: str, judged: list[tuple[int, str | None]]) -> None:
@@ -884,8 +869,8 @@ class ClaudeAdapter(Adapter):
         if not judged or any(kind == "claude" for _, kind in judged):
             return  # nothing but a line still being written: no verdict yet
         line, kind = judged[0]
-        if kind in _OTHER_AGENT:
-            raise _foreign(path, kind, line)
+        if kind in FILE_KINDS and kind != AGENT:
+            raise foreign_file(path, line, kind, "a Claude Code session")
         raise InputError("this JSON-lines file has no Claude Code entries (no type with uuid or sessionId)",
                          path=path, line=line, hint="give the path of a .jsonl transcript under "
                          "~/.claude/projects, or pick the right --agent")

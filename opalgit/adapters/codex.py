@@ -34,6 +34,7 @@ from .. import codec, jsonl
 from ..errors import CorruptObjectError, InputError
 from ..model import Normal, SessionInfo, Turn
 from .base import (
+    FILE_KINDS,
     Adapter,
     ExportRequest,
     ExportResult,
@@ -41,7 +42,10 @@ from .base import (
     Record,
     SessionFile,
     View,
+    bare_reason,
+    foreign_file,
     iter_jsonl,
+    opaque_warning,
     parse_time,
     record_turn,
 )
@@ -110,21 +114,6 @@ def _classify(obj: Any) -> str | None:
     if "record_type" in obj or (kind in _ITEM_KINDS and ("role" in obj or "call_id" in obj or "summary" in obj)):
         return "codex"
     return None
-
-
-_OTHER_AGENT = {"claude": ("a Claude Code session", "claude"), "gemini": ("a Gemini CLI session", "gemini")}
-
-
-def _foreign(path: str, kind: str, line: int | None) -> InputError:
-    what, agent = _OTHER_AGENT[kind]
-    return InputError(f"this looks like {what}, not a Codex CLI rollout", path=path, line=line,
-                      hint=f"import it with --agent {agent}")
-
-
-def _reason(problem: str) -> str:
-    if problem.startswith("not JSON (") and problem.endswith(")"):
-        return problem[len("not JSON (") : -1]
-    return problem
 
 
 def rollout_name(path: str) -> tuple[str, str | None] | None:
@@ -573,7 +562,7 @@ class CodexAdapter(Adapter):
             else:
                 if not seen_json:
                     raise self._first_line_error(path, raw.line.number, raw.problem, fh)
-                warnings.append(f"{path}:{raw.line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record")
+                warnings.append(opaque_warning(path, raw.line.number, raw.problem))
                 normal = Normal(role="meta", label="unparseable")
             records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
             values.append(None)
@@ -585,11 +574,11 @@ class CodexAdapter(Adapter):
             if fh.seek(0, os.SEEK_END) <= 64 * 1024 * 1024:
                 fh.seek(0)
                 kind = _classify(jsonl.parse(fh.read().strip()))
-                if kind in _OTHER_AGENT:
-                    return _foreign(path, kind, None)
+                if kind in FILE_KINDS and kind != AGENT:
+                    return foreign_file(path, None, kind, "a Codex CLI rollout")
         except (jsonl.ParseFailure, OSError, MemoryError):
             pass
-        return InputError(f"the first line is not JSON ({_reason(problem)}); this is not a Codex CLI rollout",
+        return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Codex CLI rollout",
                           path=path, line=line, hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions")
 
     def _check_shape(self, path: str, values: list[Any], records: list[Record]) -> None:
@@ -600,8 +589,8 @@ class CodexAdapter(Adapter):
             kind = _classify(value)
             if kind == AGENT:
                 return
-            if kind in _OTHER_AGENT:
-                raise _foreign(path, kind, rec.line)
+            if kind in FILE_KINDS and kind != AGENT:
+                raise foreign_file(path, rec.line, kind, "a Codex CLI rollout")
             checked += 1
             if checked >= _SHAPE_LINES:
                 break

@@ -48,7 +48,10 @@ from .base import (
     Record,
     SessionFile,
     View,
+    bare_reason,
+    foreign_file,
     iter_jsonl,
+    opaque_warning,
     record_turn,
 )
 from .gemini_log import (
@@ -345,21 +348,6 @@ def _is_gemini(rec: Any) -> bool:
     return kind == "message" and rec.get("type") in _MESSAGE_TYPES
 
 
-_OTHER = {"claude": ("a Claude Code transcript", "claude"), "codex": ("a Codex CLI rollout", "codex")}
-
-
-def _foreign(path: str, agent: str, line: int | None) -> InputError:
-    what, name = _OTHER[agent]
-    return InputError(f"this looks like {what}, not a Gemini CLI session", path=path, line=line,
-                      hint=f"import it with --agent {name}")
-
-
-def _reason(problem: str) -> str:
-    if problem.startswith("not JSON (") and problem.endswith(")"):
-        return problem[len("not JSON ("):-1]
-    return problem
-
-
 # ---------------------------------------------------------------------------- adapter
 
 
@@ -541,7 +529,7 @@ class GeminiAdapter(Adapter):
                              hint="give the path of a session-*.jsonl or session-*.json file") from None
         other = _other_agent(value)
         if other:
-            raise _foreign(path, other, None)
+            raise foreign_file(path, None, other, "a Gemini CLI session")
         raise InputError("this JSON document has no Gemini CLI messages (no messages or history list)", path=path,
                          hint="give the path of a session-*.jsonl or session-*.json file")
 
@@ -581,10 +569,10 @@ class GeminiAdapter(Adapter):
                 normal = Normal(role="meta", label="blank")
             else:
                 if not seen_json:
-                    raise InputError(f"the first line is not JSON ({_reason(raw.problem)}); this is not a Gemini CLI "
+                    raise InputError(f"the first line is not JSON ({bare_reason(raw.problem)}); this is not a Gemini CLI "
                                      "session", path=path, line=raw.line.number,
                                      hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
-                warnings.append(f"{path}:{raw.line.number}: not JSON ({_reason(raw.problem)}); kept as an opaque record")
+                warnings.append(opaque_warning(path, raw.line.number, raw.problem))
                 normal = Normal(role="meta", label="unparseable")
             records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
             values.append(_SKIP)
@@ -599,7 +587,7 @@ class GeminiAdapter(Adapter):
                 return
             other = _other_agent(value)
             if other and checked == 0:
-                raise _foreign(path, other, rec.line)
+                raise foreign_file(path, rec.line, other, "a Gemini CLI session")
             checked += 1
             if checked >= _SHAPE_LINES:
                 break
