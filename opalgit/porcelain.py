@@ -304,8 +304,9 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     # New payloads continue the branch's pack chain, and payloads the branch (or its
     # fork branches) already stores are named, not written again: a whole file read
     # again gives the same leaves, and a file the agent reads again costs nothing.
-    fork_heads = [branch_head(repo, f"{branch}-{v.name_hint or 'fork'}") for v in (result.views or [])[1:]]
-    packer = packer_for(repo, state, also=[load_state(repo, h) for h in fork_heads if h is not None])
+    fork_names = [f"{branch}-{v.name_hint or 'fork'}" for v in (result.views or [])[1:]]
+    fork_states = {name: load_state(repo, h) for name in fork_names if (h := branch_head(repo, name)) is not None}
+    packer = packer_for(repo, state, also=list(fork_states.values()))
     if incremental:
         assert state is not None
         root = sequence.append(store, state.root, items_of(None, tally), packer)  # not empty: checked above
@@ -326,7 +327,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         # A fork shares the records before it parts from the main line: those are
         # the main line's first records (its leaves, reused), and only the fork's
         # own records are read from the file again.
-        for v in (result.views or [])[1:]:
+        for k, v in enumerate((result.views or [])[1:]):
             shared = 0
             for a, b in zip(view.indices if view else (), v.indices):
                 if a != b:
@@ -339,7 +340,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
             fork_items = shared + len(fork_tally[0])
             fork_turns = sum(flags[:shared]) + sum(fork_tally[0])
             fork_chars = sum(chars[:shared]) + sum(fork_tally[1])
-            fork_name = f"{branch}-{v.name_hint or 'fork'}"
+            fork_name = fork_names[k]
             fork_header = StateHeader(
                 session=result.session,
                 items=fork_items,
@@ -348,11 +349,11 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
                 chars=fork_chars,
                 extra={"fork_of": branch, "leaf": v.leaf or ""},
             )
-            old = branch_head(repo, fork_name)
-            if old is not None:
+            old_state = fork_states.get(fork_name)
+            old = old_state.oid if old_state is not None else None
+            if old_state is not None:
                 # Unchanged when it holds the same records (by id: where their
                 # payloads are stored may differ from one import to the next).
-                old_state = load_state(repo, old)
                 if (old_state.root.oid if old_state.root else None) == (fork_root.oid if fork_root else None) or (
                     old_state.header.items == fork_items
                     and common_prefix(repo, old_state.root, fork_root) == fork_items
