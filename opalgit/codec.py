@@ -90,6 +90,11 @@ def frame(data: bytes) -> bytes:
     return MAGIC_RAW + data
 
 
+def raw_dict(data: bytes) -> "zstandard.ZstdCompressionDict":
+    """``data`` as a raw-content zstd dictionary: later bytes may refer back into it."""
+    return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
 def unframe(blob: bytes) -> bytes:
     """Inverse of :func:`frame`; raises :class:`CorruptObjectError` on anything else."""
     head = blob[:4]

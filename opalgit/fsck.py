@@ -115,6 +115,13 @@ class _Checker:
     def leaf(self, oid: bytes, where: str) -> tuple[int, int]:
         self.r.leaves += 1
         items = sequence.read_leaf(self.store, oid)
+        base = sequence.leaf_base(self.store, oid)
+        if base is not None:
+            # A delta leaf's base must hold only this leaf's own first records, so that
+            # the link never keeps content alive that the state has dropped.
+            base_ids = [it.id for it in sequence.read_leaf(self.store, base)]
+            if [it.id for it in items[: len(base_ids)]] != base_ids:
+                self.problem(f"{where}: delta leaf {oid.hex()[:12]} extends a leaf whose records it does not start with")
         turns = 0
         for it in items:
             self.r.turns += 1

@@ -92,10 +92,6 @@ def _params(size: int) -> codec.zstandard.ZstdCompressionParameters:
     return codec.zstandard.ZstdCompressionParameters.from_level(level, window_log=_WINDOW_LOG, write_content_size=True)
 
 
-def _dict(window: bytes):
-    return codec.zstandard.ZstdCompressionDict(window, dict_type=codec.zstandard.DICT_TYPE_RAWCONTENT)
-
-
 # ------------------------------------------------------------------------------ reading
 
 
@@ -197,7 +193,7 @@ def _decode(oid: bytes, blob: bytes, base: bytes | None, prev: Pack | None) -> P
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} needs more of its base than the chain holds")
     window = base_window[len(base_window) - dict_len :] if dict_len else b""
     try:
-        d = codec.zstandard.ZstdDecompressor(dict_data=_dict(window)) if window else codec.zstandard.ZstdDecompressor()
+        d = codec.zstandard.ZstdDecompressor(dict_data=codec.raw_dict(window)) if window else codec.zstandard.ZstdDecompressor()
         content = d.decompress(frame, max_output_size=codec.MAX_OBJECT_SIZE)
     except codec.zstandard.ZstdError as exc:
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} does not decompress: {exc}") from None
@@ -255,7 +251,7 @@ class _Job:
         try:
             window = self._window
             compressor = codec.zstandard.ZstdCompressor(
-                compression_params=_params(len(self._content)), dict_data=_dict(window) if window else None
+                compression_params=_params(len(self._content)), dict_data=codec.raw_dict(window) if window else None
             )
             self.frame = compressor.compress(self._content)
         except BaseException as exc:  # handed to the writer's thread by Packer.wait

@@ -317,7 +317,9 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         new_range = (state.header.items, items_total)
     else:
         view = result.views[0] if result.views else None
-        root = sequence.build(store, items_of(view.indices if view else None, tally), packer)
+        root = sequence.build(
+            store, items_of(view.indices if view else None, tally), packer, parent=state.root if state else None
+        )
         flags, chars = tally
         turns_total, chars_total, items_total = sum(flags), sum(chars), len(flags)
         prefix = common_prefix(repo, state.root if state else None, root)

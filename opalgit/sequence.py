@@ -12,6 +12,15 @@ A leaf is a git tree::
     leaf            blob: framed canonical {"ids", "turns", "sums", "refs"}
     p<sha256 hex>   tree: the payload pack that holds a payload its turns use
                     (:mod:`payloads`; one entry per payload)
+    base            tree, optional: the leaf this one extends (see below)
+
+An append reopens the last leaf and writes it again with the new records after the
+old ones, so without help every small commit would store that leaf's old records once
+more (on average half a leaf per commit, most of what a ten-turn fork adds). Such a
+leaf is instead a *delta leaf*: its blob is compressed with the leaf it extends as a
+zstd dictionary (frame ``OPD1``), and its tree names that leaf as ``base`` so git keeps
+it. A delta leaf's base holds only records the leaf holds itself, at its start, so the
+``base`` link never keeps content alive that the state no longer has.
 
 Leaves are grouped under interior trees of at most :data:`FANOUT` children, whose
 entries are named ``<position>-<items>-<turns>`` (zero-padded position, then how many
@@ -34,10 +43,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from . import codec, payloads
+from . import codec, packfile, payloads
 from .errors import CorruptObjectError
+from .packfile import OBJ_BLOB, OBJ_TREE
 from .payloads import Location, Packer
-from .store import ObjectStore
+from .store import ObjectStore, TreeEntry
 
 # 16 rather than 32: a fork or an append rewrites one leaf around its cut, so smaller
 # leaves make forks cheaper (10 forks of 10 turns: worst 1.26 % -> 1.08 % of one
@@ -49,6 +59,12 @@ LEAF_MAX_BYTES = 512 * 1024
 FANOUT = 64
 
 LEAF_BLOB = "leaf"
+BASE_TREE = "base"
+#: Delta leaves: the blob's magic, and how long a chain of them may get before a leaf
+#: is written whole again (reading a leaf decodes its whole chain).
+MAGIC_DELTA = b"OPD1"
+MAX_LEAF_DEPTH = 8
+_DELTA_LEVEL = 3
 
 
 @dataclass
@@ -90,8 +106,38 @@ def _is_boundary(item_id: bytes) -> bool:
 # ------------------------------------------------------------------------------ writing
 
 
-def _write_leaf(store: ObjectStore, items: list[Item], packer: Packer) -> Node:
-    entries: dict[str, tuple[str, bool, bytes]] = {}
+@dataclass(frozen=True)
+class LeafBase:
+    """A leaf that a new leaf may extend: its tree, its body bytes, its chain depth, and
+    the ids of its records (which the new leaf must start with)."""
+
+    oid: bytes
+    body: bytes
+    depth: int
+    ids: tuple[bytes, ...]
+
+
+def _leaf_blob(body: bytes, items: list[Item], base: LeafBase | None) -> tuple[bytes, LeafBase | None]:
+    """The framed leaf blob, as a delta against ``base`` when that is allowed and smaller."""
+    full = codec.frame(body)
+    if base is None or base.depth >= MAX_LEAF_DEPTH or not _extends(items, base):
+        return full, None
+    compressor = codec.zstandard.ZstdCompressor(
+        level=_DELTA_LEVEL, dict_data=codec.raw_dict(base.body), write_content_size=True, write_checksum=True
+    )
+    delta = MAGIC_DELTA + bytes([base.depth + 1]) + compressor.compress(body)
+    return (delta, base) if len(delta) < len(full) else (full, None)
+
+
+def _extends(items: list[Item], base: LeafBase) -> bool:
+    """Whether ``items`` are ``base``'s records and more (the only base a delta may have)."""
+    n = len(base.ids)
+    return len(items) > n and all(it.id == i for it, i in zip(items, base.ids))
+
+
+def _leaf_objects(items: list[Item], packer: Packer, base: LeafBase | None) -> tuple[bytes, list[TreeEntry]]:
+    """A leaf's blob and tree entries (the blob's entry named ``leaf`` points at it)."""
+    entries: dict[str, TreeEntry] = {}
     for it in items:
         for d in it.payloads:
             name = "p" + d.hex()
@@ -110,10 +156,21 @@ def _write_leaf(store: ObjectStore, items: list[Item], packer: Packer) -> Node:
         "sums": [it.summary for it in items],
         "refs": [it.refs() for it in items],
     }
-    blob = store.write_blob(codec.frame(codec.pack_canonical("leaf", body)))
-    entries[LEAF_BLOB] = (LEAF_BLOB, False, blob)
-    oid = store.write_tree(entries.values())
+    blob, used = _leaf_blob(codec.pack_canonical("leaf", body), items, base)
+    entries[LEAF_BLOB] = (LEAF_BLOB, False, packfile.object_id(OBJ_BLOB, blob))
+    if used is not None:
+        entries[BASE_TREE] = (BASE_TREE, True, used.oid)
+    return blob, list(entries.values())
+
+
+def _node(oid: bytes, items: list[Item]) -> Node:
     return Node(oid, len(items), sum(1 for it in items if it.is_turn))
+
+
+def _write_leaf(store: ObjectStore, items: list[Item], packer: Packer, base: LeafBase | None = None) -> Node:
+    blob, entries = _leaf_objects(items, packer, base)
+    store.write_blob(blob)
+    return _node(store.write_tree(entries), items)
 
 
 class _Writer:
@@ -126,9 +183,16 @@ class _Writer:
     starts, or at :meth:`finish`.
     """
 
-    def __init__(self, store: ObjectStore, packer: Packer | None) -> None:
+    def __init__(
+        self, store: ObjectStore, packer: Packer | None, base: LeafBase | None = None, parent: Node | None = None
+    ) -> None:
         self.store = store
         self.packer = packer if packer is not None else Packer(store)
+        self.base = base  # the reopened leaf that the first leaf written may extend
+        # A rebuild over a parent sequence: its leaves, while the new ones match them
+        # one for one; the first that differs may extend its counterpart.
+        self.parent = leaves(store, parent) if parent is not None else None
+        self.written = 0
         self.current: list[Item] = []
         self.size = 0
         self.waiting: list[list[Item]] = []  # leaves whose payloads are not packed yet
@@ -156,10 +220,28 @@ class _Writer:
         self.packer.start()
         self.in_flight, self.waiting = self.waiting, []
 
-    def _write(self, leaves: list[list[Item]]) -> None:
-        for items in leaves:
-            self.done.append(_write_leaf(self.store, items, self.packer))
-        leaves.clear()
+    def _write(self, batch: list[list[Item]]) -> None:
+        for items in batch:
+            self.done.append(self._leaf(items))
+            self.written += 1
+        batch.clear()
+
+    def _leaf(self, items: list[Item]) -> Node:
+        base, self.base = self.base, None
+        if base is None and self.parent is not None:
+            if self.written >= len(self.parent):
+                self.parent = None
+            else:
+                twin = self.parent[self.written]
+                blob, entries = _leaf_objects(items, self.packer, None)
+                if packfile.object_id(OBJ_TREE, packfile.tree_bytes(entries)) == twin.oid:
+                    return twin
+                self.parent = None  # diverged: later leaves have no counterpart
+                if twin.items < len(items):
+                    base = read_leaf_as_base(self.store, twin.oid)[1]
+        if base is not None and len(items) == len(base.ids) and all(it.id == i for it, i in zip(items, base.ids)):
+            return _node(base.oid, items)  # the reopened leaf, unchanged: keep it as it is
+        return _write_leaf(self.store, items, self.packer, base)
 
     def take(self) -> list[Node]:
         """Leaves written so far (and forgets them)."""
@@ -177,8 +259,14 @@ class _Writer:
         return self.take()
 
 
-def _chunk(store: ObjectStore, items: Iterable[Item], packer: Packer | None = None) -> list[Node]:
-    w = _Writer(store, packer)
+def _chunk(
+    store: ObjectStore,
+    items: Iterable[Item],
+    packer: Packer | None = None,
+    base: LeafBase | None = None,
+    parent: Node | None = None,
+) -> list[Node]:
+    w = _Writer(store, packer, base, parent)
     out: list[Node] = []
     for it in items:
         w.add(it)
@@ -203,13 +291,17 @@ def _build_levels(store: ObjectStore, leaves: list[Node]) -> Node | None:
     return level[0]
 
 
-def build(store: ObjectStore, items: Iterable[Item], packer: Packer | None = None) -> Node | None:
+def build(
+    store: ObjectStore, items: Iterable[Item], packer: Packer | None = None, parent: Node | None = None
+) -> Node | None:
     """Store a whole sequence; returns its root, or None when it is empty.
 
     ``packer`` receives the new payloads; pass one to continue a pack chain and to
-    refer to payloads already stored (see :func:`payload_locations`).
+    refer to payloads already stored (see :func:`payload_locations`). ``parent`` is the
+    sequence this one replaces: where the new records continue its last leaf, the new
+    leaf is stored as a delta of that one.
     """
-    return _build_levels(store, _chunk(store, items, packer))
+    return _build_levels(store, _chunk(store, items, packer, parent=parent))
 
 
 # ------------------------------------------------------------------------------ reading
@@ -275,20 +367,42 @@ def payload_locations(store: ObjectStore, root: Node | None) -> dict[bytes, Loca
     return out
 
 
-def read_leaf(store: ObjectStore, oid: bytes) -> list[Item]:
-    entries = store.read_tree(oid)
+def _leaf_parts(store: ObjectStore, oid: bytes) -> tuple[bytes, int, dict[bytes, Location]]:
+    """A leaf's body bytes, its delta depth (0 for a whole leaf) and its payload entries."""
     payload_oids: dict[bytes, Location] = {}
-    blob = None
-    for name, is_tree, child in entries:
-        if name == LEAF_BLOB:
+    blob = base = None
+    for name, is_tree, child in store.read_tree(oid):
+        if name == LEAF_BLOB and not is_tree:
             blob = child
         elif name.startswith("p") and len(name) == 65:
             payload_oids[_hex_digest(oid, name)] = (child, is_tree)
+        elif name == BASE_TREE and is_tree:
+            base = child
         else:
             raise CorruptObjectError(f"leaf {oid.hex()[:12]} has a stray entry {name!r}")
     if blob is None:
         raise CorruptObjectError(f"tree {oid.hex()[:12]} is not a sequence leaf")
-    body = codec.unpack_canonical(codec.unframe(store.read_blob(blob)), "leaf")
+    data = store.read_blob(blob)
+    if data[:4] != MAGIC_DELTA:
+        if base is not None:
+            raise CorruptObjectError(f"leaf {oid.hex()[:12]} names a base but is not a delta")
+        return codec.unframe(data), 0, payload_oids
+    depth = data[4] if len(data) > 4 else 0
+    if base is None or not 1 <= depth <= MAX_LEAF_DEPTH:
+        raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} has no base or a bad depth")
+    base_body, base_depth, _ = _leaf_parts(store, base)
+    if base_depth != depth - 1:
+        raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} says depth {depth}, its base has {base_depth}")
+    try:
+        d = codec.zstandard.ZstdDecompressor(dict_data=codec.raw_dict(base_body))
+        body = d.decompress(data[5:], max_output_size=codec.MAX_OBJECT_SIZE)
+    except codec.zstandard.ZstdError as exc:
+        raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} does not decompress: {exc}") from None
+    return body, depth, payload_oids
+
+
+def _items(oid: bytes, body: bytes, payload_oids: dict[bytes, Location]) -> list[Item]:
+    body = codec.unpack_canonical(body, "leaf")
     try:
         ids, turns, sums, refs = body["ids"], body["turns"], body["sums"], body["refs"]
     except KeyError:
@@ -303,6 +417,26 @@ def read_leaf(store: ObjectStore, oid: bytes) -> list[Item]:
             raise CorruptObjectError(f"leaf {oid.hex()[:12]} misses a payload its turns use") from None
         items.append(Item(i, canon, summary, payload_oids=p))
     return items
+
+
+def read_leaf(store: ObjectStore, oid: bytes) -> list[Item]:
+    body, _, payload_oids = _leaf_parts(store, oid)
+    return _items(oid, body, payload_oids)
+
+
+def read_leaf_as_base(store: ObjectStore, oid: bytes) -> tuple[list[Item], LeafBase]:
+    """A leaf's records, and the leaf as a base that a longer leaf may extend."""
+    body, depth, payload_oids = _leaf_parts(store, oid)
+    items = _items(oid, body, payload_oids)
+    return items, LeafBase(oid, body, depth, tuple(it.id for it in items))
+
+
+def leaf_base(store: ObjectStore, oid: bytes) -> bytes | None:
+    """The leaf that delta leaf ``oid`` extends (None for a whole leaf)."""
+    for name, is_tree, child in store.read_tree(oid):
+        if name == BASE_TREE and is_tree:
+            return child
+    return None
 
 
 def iter_items(store: ObjectStore, root: Node | None, start: int = 0, end: int | None = None) -> Iterator[StoredItem]:
@@ -362,9 +496,10 @@ def append(store: ObjectStore, root: Node | None, items: Iterable[Item], packer:
     """The sequence with ``items`` added at the end: rewrites the last leaf and the spine."""
     all_leaves = leaves(store, root)
     tail: list[Item] = []
+    base = None
     if all_leaves:
-        tail = read_leaf(store, all_leaves.pop().oid)
-    return _build_levels(store, all_leaves + _chunk(store, _concat(tail, items), packer))
+        tail, base = read_leaf_as_base(store, all_leaves.pop().oid)
+    return _build_levels(store, all_leaves + _chunk(store, _concat(tail, items), packer, base))
 
 
 def truncate(store: ObjectStore, root: Node | None, n: int) -> Node | None:

@@ -94,13 +94,50 @@ def test_commit_is_incremental_and_a_no_op_when_nothing_is_new(repo, project, ho
     stored = [si.item for si in porcelain.sequence.iter_items(repo.store, whole.root)]
     assert [it.id for it in stored] == [it.id for it in fresh]
     # Built again knowing where the state keeps its payloads, the leaves come out
-    # the same objects: what lets a re-import or a fork share storage.
-    known = porcelain.sequence.payload_locations(repo.store, whole.root)
+    # the same objects (what lets a re-import or a fork share storage), except the
+    # one the append extended: stored as a delta of its old self, it is rebuilt whole.
+    seq = porcelain.sequence
+    known = seq.payload_locations(repo.store, whole.root)
     packer = __import__("opalgit.payloads", fromlist=["x"]).Packer(repo.store, known=known)
-    other = porcelain.sequence.build(repo.store, fresh, packer)
-    assert other.oid == whole.root.oid and packer.packs_written == 0
+    other = seq.build(repo.store, fresh, packer)
+    assert packer.packs_written == 0
+    old_leaves = seq.leaves(repo.store, whole.root)
+    new_leaves = seq.leaves(repo.store, other)
+    deltas = [a for a in old_leaves if seq.leaf_base(repo.store, a.oid) is not None]
+    assert deltas, "the append stored its reopened leaf as a delta"
+    assert len(old_leaves) == len(new_leaves)
+    for a, b in zip(old_leaves, new_leaves):
+        assert a.oid == b.oid or a in deltas
+        assert [it.id for it in seq.read_leaf(repo.store, a.oid)] == [it.id for it in seq.read_leaf(repo.store, b.oid)]
     # An append rewrites a handful of objects, not the history.
     assert second.objects_written - first.objects_written < 20
+
+
+def test_fsck_checks_that_a_delta_leaf_starts_with_its_base(repo, project, home, env):
+    from opalgit import codec, fsck, sequence
+
+    path = place(home, project, lines=30)
+    porcelain.commit(repo, env, str(project))
+    grow(path, start=30)
+    second = porcelain.commit(repo, env, str(project))
+    assert fsck.fsck(repo).ok
+    st = porcelain.load_state(repo, second.oid)
+    leaves = sequence.leaves(repo.store, st.root)
+    delta = next(leaf for leaf in leaves if sequence.leaf_base(repo.store, leaf.oid) is not None)
+    # Forge a delta leaf whose base is a leaf it does not start with: it decodes, but
+    # its base link would keep records alive that the state does not hold.
+    stranger = sequence.build(repo.store, [sequence.Item(b"\x01" * 32, b"\x90", {"role": "meta"})])
+    body = sequence._leaf_parts(repo.store, delta.oid)[0]
+    zc = codec.zstandard.ZstdCompressor(dict_data=codec.raw_dict(sequence._leaf_parts(repo.store, stranger.oid)[0]))
+    blob = repo.store.write_blob(sequence.MAGIC_DELTA + b"\x01" + zc.compress(body))
+    entries = [e for e in repo.store.read_tree(delta.oid) if e[0] not in ("leaf", "base")]
+    forged = repo.store.write_tree(entries + [("leaf", False, blob), ("base", True, stranger.oid)])
+    assert [it.id for it in sequence.read_leaf(repo.store, forged)] == [
+        it.id for it in sequence.read_leaf(repo.store, delta.oid)
+    ]
+    report = fsck.FsckReport()
+    fsck._Checker(repo, report).leaf(forged, "test")
+    assert any("does not start with" in p for p in report.problems), report.problems
 
 
 def test_truncated_last_line_is_left_for_the_next_commit(repo, project, home, env):

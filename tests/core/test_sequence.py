@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opalgit import codec, payloads, sequence
+from opalgit.errors import CorruptObjectError
 from opalgit.model import Turn
 from opalgit.store import GitObjectStore, MemoryObjectStore
 
@@ -41,6 +42,28 @@ def ids(store, root, start=0, end=None):
     return [s.item.id for s in sequence.iter_items(store, root, start, end)]
 
 
+def same_records(store, a, b) -> bool:
+    """Same records cut into the same leaves, where a leaf may differ from its twin
+    only by being stored as a delta (appends write those; one build never does)."""
+    if a is None or b is None:
+        return a is b
+    la, lb = sequence.leaves(store, a), sequence.leaves(store, b)
+    if [(x.items, x.turns) for x in la] != [(y.items, y.turns) for y in lb]:
+        return False
+    for x, y in zip(la, lb):
+        if x.oid == y.oid:
+            continue
+        if sequence.leaf_base(store, x.oid) is None and sequence.leaf_base(store, y.oid) is None:
+            return False
+        if [it.id for it in sequence.read_leaf(store, x.oid)] != [it.id for it in sequence.read_leaf(store, y.oid)]:
+            return False
+    return True
+
+
+def delta_leaves(store, root) -> list[bytes]:
+    return [leaf.oid for leaf in sequence.leaves(store, root) if sequence.leaf_base(store, leaf.oid) is not None]
+
+
 def test_build_and_read_back(store):
     root = sequence.build(store, ITEMS)
     assert root.items == 1500
@@ -56,13 +79,20 @@ def test_build_and_read_back(store):
 # (as a commit shares the parent state's payload locations).
 
 
-def test_appends_give_the_same_tree_as_one_build(store):
+def test_appends_give_the_same_records_and_leaves_as_one_build(store):
     packer = payloads.Packer(store)
     full = sequence.build(store, ITEMS, packer)
+    assert delta_leaves(store, full) == []
     root = None
     for start in range(0, len(ITEMS), 97):
         root = sequence.append(store, root, ITEMS[start : start + 97], packer)
-    assert root == full
+    assert (root.items, root.turns) == (full.items, full.turns)
+    assert same_records(store, root, full)
+    # Only leaves that an append continued are deltas; every other leaf is shared.
+    shared = {leaf.oid for leaf in sequence.leaves(store, full)}
+    for leaf in sequence.leaves(store, root):
+        assert leaf.oid in shared or sequence.leaf_base(store, leaf.oid) is not None
+    assert 0 < len(delta_leaves(store, root)) <= len(ITEMS) // 97 + 1
 
 
 def test_truncate_and_splice_match_a_fresh_build(store):
@@ -130,7 +160,7 @@ def test_property_every_edit_equals_a_fresh_build(values, a, b, n_new):
     root = sequence.build(store, items)
     new = [make_item(50_000 + k) for k in range(n_new)]
     assert sequence.splice(store, root, a, b, new) == sequence.build(store, items[:a] + new + items[b:])
-    assert sequence.append(store, root, new) == sequence.build(store, items + new)
+    assert same_records(store, sequence.append(store, root, new), sequence.build(store, items + new))
     assert sequence.truncate(store, root, a) == sequence.build(store, items[:a])
 
 
@@ -147,3 +177,106 @@ def test_git_reads_what_opal_packed(tmp_path):
     git("verify-pack", str(path / "objects" / "pack" / packs[0].replace(".pack", ".idx")))
     ls = git("ls-tree", "-r", root.oid.hex(), cwd=str(path)).stdout
     assert "leaf" in ls
+
+
+# ------------------------------------------------------------------- delta leaves
+
+
+def depth(store, leaf_oid) -> int:
+    return sequence._leaf_parts(store, leaf_oid)[1]
+
+
+def test_an_append_stores_the_reopened_leaf_as_a_small_delta(store):
+    root = sequence.build(store, ITEMS)
+    last = sequence.leaves(store, root)[-1]
+    grown = sequence.append(store, root, [make_item(99_999)])
+    new_last = sequence.leaves(store, grown)[-1]
+    assert sequence.leaf_base(store, new_last.oid) == last.oid
+    assert depth(store, new_last.oid) == 1
+    assert ids(store, grown) == [it.id for it in ITEMS] + [make_item(99_999).id]
+    # The delta costs about the new record, not the whole leaf again.
+    blob = dict((n, o) for n, _, o in store.read_tree(new_last.oid))["leaf"]
+    whole = dict((n, o) for n, _, o in store.read_tree(sequence.build(store, ITEMS + [make_item(99_999)]).oid))
+    whole_leaf = sequence.leaves(store, sequence.build(store, ITEMS + [make_item(99_999)]))[-1]
+    whole_blob = dict((n, o) for n, _, o in store.read_tree(whole_leaf.oid))["leaf"]
+    assert whole and len(store.read_blob(blob)) * 3 < len(store.read_blob(whole_blob))
+
+
+def test_delta_chains_are_bounded(store):
+    # Turns that never end a leaf, appended one at a time: one leaf, rewritten each time.
+    lone = [it for it in (make_item(200_000 + i) for i in range(400)) if not sequence._is_boundary(it.id)][:40]
+    root = None
+    depths = []
+    for it in lone:
+        root = sequence.append(store, root, [it])
+        (leaf,) = sequence.leaves(store, root)
+        depths.append(depth(store, leaf.oid))
+    assert max(depths) == sequence.MAX_LEAF_DEPTH
+    assert depths[sequence.MAX_LEAF_DEPTH + 1] == 0, "past the bound a leaf is written whole again"
+    assert ids(store, root) == [it.id for it in lone]
+
+
+def test_a_rebuild_over_a_fork_point_extends_the_parents_open_leaf(store):
+    packer = payloads.Packer(store)
+    full = sequence.build(store, ITEMS, packer)
+    fork = sequence.truncate(store, full, 700)
+    extra = [make_item(300_000 + i) for i in range(10)]
+    rebuilt = sequence.build(store, ITEMS[:700] + extra, packer, parent=fork)
+    assert same_records(store, rebuilt, sequence.build(store, ITEMS[:700] + extra, packer))
+    before, after = sequence.leaves(store, fork), sequence.leaves(store, rebuilt)
+    assert [n.oid for n in after[: len(before) - 1]] == [n.oid for n in before[:-1]]
+    assert sequence.leaf_base(store, after[len(before) - 1].oid) == before[-1].oid
+
+
+def test_a_reopened_leaf_that_gains_nothing_is_kept_as_it_is(store):
+    # Cut just after a leaf boundary: the delta leaf that ends there is closed, and
+    # the next append must keep it, not write it whole again.
+    cut = next(i + 1 for i in range(600, 1500) if sequence._is_boundary(ITEMS[i].id))
+    root = sequence.append(store, sequence.build(store, ITEMS[: cut - 3]), ITEMS[cut - 3 : cut])
+    closed = sequence.leaves(store, root)[-1]
+    assert sequence.leaf_base(store, closed.oid) is not None
+    grown = sequence.append(store, root, ITEMS[cut : cut + 5])
+    assert closed in sequence.leaves(store, grown)
+
+
+def test_delta_leaves_survive_git_gc(tmp_path):
+    path = str(tmp_path / "r.git")
+    git("init", "-q", "--bare", path)
+    store = GitObjectStore(pygit2.Repository(path), os.path.join(path, "objects"))
+    root = None
+    for start in range(0, 300, 7):
+        root = sequence.append(store, root, ITEMS[start : start + 7])
+    store.flush()
+    assert delta_leaves(store, root)
+    git("update-ref", "refs/keep", root.oid.hex(), cwd=path)
+    git("gc", "-q", "--prune=now", cwd=path)
+    assert git("fsck", "--full", "--strict", "--no-dangling", cwd=path).stdout == ""
+    cold = GitObjectStore(pygit2.Repository(path), os.path.join(path, "objects"))
+    assert ids(cold, root) == [it.id for it in ITEMS[: root.items]]
+
+
+def _delta_leaf(store, base_oid: bytes, blob: bytes) -> bytes:
+    return store.write_tree([("leaf", False, store.write_blob(blob)), ("base", True, base_oid)])
+
+
+def test_damaged_delta_leaves_are_reported_not_misread():
+    store = MemoryObjectStore()
+    root = sequence.build(store, ITEMS[:5])
+    grown = sequence.append(store, root, [make_item(77_777)])
+    leaf = sequence.leaves(store, grown)[-1]
+    entries = {n: (n, t, o) for n, t, o in store.read_tree(leaf.oid)}
+    blob = store.read_blob(entries["leaf"][2])
+    assert blob[:4] == sequence.MAGIC_DELTA
+    cases = {
+        "no base": store.write_tree([e for n, e in entries.items() if n != "base"]),
+        "bad depth": _delta_leaf(store, entries["base"][2], blob[:4] + bytes([3]) + blob[5:]),
+        "not a delta": store.write_tree(
+            [e for n, e in entries.items() if n != "leaf"] + [("leaf", False, store.write_blob(codec.frame(b"x")))]
+        ),
+        "wrong base": _delta_leaf(store, sequence.build(store, ITEMS[100:103]).oid, blob),
+        "cut short": _delta_leaf(store, entries["base"][2], blob[: len(blob) // 2]),
+    }
+    for why, oid in cases.items():
+        with pytest.raises(CorruptObjectError):
+            sequence.read_leaf(store, oid)
+            pytest.fail(why)
