@@ -13,6 +13,7 @@ at any point leaves at most an ignored temporary file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -31,6 +32,41 @@ def object_id(obj_type: int, data: bytes) -> bytes:
     h = hashlib.sha1(TYPE_NAMES[obj_type] + b" %d\x00" % len(data))
     h.update(data)
     return h.digest()
+
+
+#: Blobs that open with these are zstd frames (framed records, payload packs, delta
+#: leaves): deflating them again gains nothing.
+_ZSTD_MAGICS = (b"OPZ1", b"OPK1", b"OPD1")
+
+
+def write_loose(objects_dir: str, oid: bytes, obj_type: int, data: bytes) -> bool:
+    """Write one loose object the way git does; returns False when it existed already.
+
+    The file is written under a temporary name beside its final one and renamed, so
+    a reader never sees part of an object; like git (by default) and libgit2, it is
+    not fsynced: a killed process loses nothing, and the refs that name it are
+    written after it.
+    """
+    h = oid.hex()
+    folder = os.path.join(objects_dir, h[:2])
+    path = os.path.join(folder, h[2:])
+    if os.path.exists(path):
+        return False
+    os.makedirs(folder, exist_ok=True)
+    # Loose objects are few and small (trees, commits): git's default level.
+    level = 0 if data[:4] in _ZSTD_MAGICS else zlib.Z_DEFAULT_COMPRESSION
+    raw = zlib.compress(TYPE_NAMES[obj_type] + b" %d\x00" % len(data) + data, level)
+    fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return True
 
 
 def _entry_header(obj_type: int, size: int) -> bytes:
@@ -64,7 +100,7 @@ def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count
             written = 0
             for oid, obj_type, data in objects:
                 # opal's blobs are mostly zstd frames already: zlib would only spend time.
-                level = 0 if data[:4] == b"OPZ1" else 1
+                level = 0 if data[:4] in _ZSTD_MAGICS else 1
                 chunk = _entry_header(obj_type, len(data)) + zlib.compress(data, level)
                 fh.write(chunk)
                 pack_hash.update(chunk)

@@ -17,7 +17,7 @@ checks that each still holds the value the caller read, and writes them together
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .errors import ConflictError, RevisionError, UsageError
 
@@ -31,6 +31,20 @@ NAMESPACE = "refs/opal/"
 BRANCH_PREFIX = "refs/opal/heads/"
 OPLOG_REF = "refs/opal/oplog"
 REMOTE_PREFIX = "refs/opal/remotes/"
+
+class _LeaveToLibgit2(Exception):
+    """A ref file this module does not read itself (libgit2 will)."""
+
+
+def _loose_target(data: bytes) -> bytes:
+    text = data.strip()
+    if len(text) != 40:
+        raise _LeaveToLibgit2  # a symbolic ref, or something libgit2 should judge
+    try:
+        return bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise _LeaveToLibgit2 from None
+
 
 # (old, new): old is what the caller read (None: must not exist), new None deletes.
 Change = tuple[bytes | None, bytes | None]
@@ -65,15 +79,40 @@ def check_branch_name(name: str) -> str:
 
 
 class RefStore:
-    """Reads and compare-and-swap writes of ``refs/opal/*``."""
+    """Reads and compare-and-swap writes of ``refs/opal/*``.
 
-    def __init__(self, repo: pygit2.Repository, git_dir: str) -> None:
-        self.repo = repo
+    Reads go to the ref files themselves (loose refs, then ``packed-refs``) when the
+    repository keeps them that way, so read commands need no libgit2; anything else
+    (a symbolic ref, a reftable repository, a file it cannot parse) is read through
+    libgit2. Writes always go through libgit2's reference transactions.
+    """
+
+    def __init__(
+        self, git: "pygit2.Repository | Callable[[], pygit2.Repository]", git_dir: str, common_dir: str | None = None
+    ) -> None:
+        self._git = git  # a pygit2 repository, or a function that opens one
         self.head_file = os.path.join(git_dir, "opal", "HEAD")
+        # Refs under refs/opal/ are shared by all worktrees: they live in the common dir.
+        self.common_dir = common_dir
+        self._files = common_dir is not None and not os.path.exists(os.path.join(common_dir, "reftable"))
+
+    @property
+    def repo(self) -> "pygit2.Repository":
+        if callable(self._git):
+            self._git = self._git()
+        return self._git
 
     # -- reading ------------------------------------------------------------------
 
     def get(self, name: str) -> bytes | None:
+        if self._files:
+            try:
+                return self._file_get(name)
+            except _LeaveToLibgit2:
+                pass
+        return self._libgit2_get(name)
+
+    def _libgit2_get(self, name: str) -> bytes | None:
         import pygit2
 
         try:
@@ -85,15 +124,66 @@ class RefStore:
         target = ref.resolve().target
         return target.raw if isinstance(target, pygit2.Oid) else None
 
+    def _file_get(self, name: str) -> bytes | None:
+        assert self.common_dir is not None
+        try:
+            with open(os.path.join(self.common_dir, *name.split("/")), "rb") as fh:
+                return _loose_target(fh.read(256))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return self._packed().get(name)
+
+    def _packed(self) -> dict[str, bytes]:
+        """``packed-refs``, as git writes it: a header, ``<id> <name>`` lines, ``^<id>`` peel lines."""
+        assert self.common_dir is not None
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return {}
+        out: dict[str, bytes] = {}
+        for line in data.splitlines():
+            if not line or line.startswith((b"#", b"^")):
+                continue
+            oid, sep, ref = line.partition(b" ")
+            if not sep or len(oid) != 40:
+                raise _LeaveToLibgit2
+            try:
+                out[ref.decode("utf-8")] = bytes.fromhex(oid.decode("ascii"))
+            except (UnicodeDecodeError, ValueError):
+                raise _LeaveToLibgit2 from None
+        return out
+
     def all(self) -> dict[str, bytes]:
         """Every ref under ``refs/opal/`` with its target."""
+        if self._files:
+            try:
+                return self._file_all()
+            except _LeaveToLibgit2:
+                pass
         out: dict[str, bytes] = {}
         for name in self.repo.references:
             if name.startswith(NAMESPACE):
-                oid = self.get(name)
+                oid = self._libgit2_get(name)
                 if oid is not None:
                     out[name] = oid
         return out
+
+    def _file_all(self) -> dict[str, bytes]:
+        assert self.common_dir is not None
+        out = {name: oid for name, oid in self._packed().items() if name.startswith(NAMESPACE)}
+        top = os.path.join(self.common_dir, *NAMESPACE.rstrip("/").split("/"))
+        for folder, _dirs, files in os.walk(top):
+            rel = os.path.relpath(folder, self.common_dir).replace(os.sep, "/")
+            for f in files:
+                if f.endswith(".lock"):  # a writer's lock, not a ref
+                    continue
+                try:
+                    with open(os.path.join(folder, f), "rb") as fh:
+                        target = _loose_target(fh.read(256))
+                except FileNotFoundError:  # deleted while we looked
+                    continue
+                out[f"{rel}/{f}"] = target
+        return dict(sorted(out.items()))
 
     def branches(self) -> dict[str, bytes]:
         return {n[len(BRANCH_PREFIX) :]: oid for n, oid in self.all().items() if n.startswith(BRANCH_PREFIX)}

@@ -38,10 +38,13 @@ def _find(start: str) -> tuple[str, str] | None:
         own = os.path.join(path, OWN_STORE)
         if os.path.isfile(os.path.join(own, "HEAD")):
             return "own", own
-        if os.path.exists(os.path.join(path, ".git")):
-            import pygit2
+        dot_git = os.path.join(path, ".git")
+        if os.path.exists(dot_git):
+            found = _plain_git_dir(dot_git)
+            if found is None:
+                import pygit2
 
-            found = pygit2.discover_repository(path)
+                found = pygit2.discover_repository(path)
             if found:
                 return "git", found
         parent = os.path.dirname(path)
@@ -50,33 +53,118 @@ def _find(start: str) -> tuple[str, str] | None:
         path = parent
 
 
+def _plain_git_dir(dot_git: str) -> str | None:
+    """The git directory that ``dot_git`` (a ``.git`` folder, or a ``gitdir:`` file as in
+    linked worktrees) stands for, when that is plain to see; None leaves the question
+    to libgit2, which knows every rule."""
+    if os.path.isdir(dot_git):
+        git_dir = dot_git
+    else:
+        try:
+            with open(dot_git, encoding="utf-8") as fh:
+                text = fh.read(4096)
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not text.startswith("gitdir: ") or "\n" in text.strip():
+            return None
+        git_dir = os.path.join(os.path.dirname(dot_git), text[len("gitdir: ") :].strip())
+    git_dir = os.path.normpath(git_dir)
+    if not (os.path.isfile(os.path.join(git_dir, "HEAD")) and os.path.isdir(_common_dir(git_dir))):
+        return None
+    return git_dir + os.sep
+
+
+def _common_dir(git_dir: str) -> str:
+    common = os.path.join(git_dir, "commondir")
+    if os.path.isfile(common):
+        with open(common, encoding="utf-8") as fh:
+            rel = fh.read().strip()
+        return os.path.normpath(os.path.join(git_dir, rel))
+    return git_dir
+
+
+def _simple_layout(git_dir: str, common_dir: str, *, bare: bool) -> bool:
+    """Whether the work tree and object database are where they usually are, so the
+    repository can be read without libgit2: the user owns it (libgit2 applies git's
+    ``safe.directory`` rules otherwise), and its config moves nothing (no
+    ``core.worktree``, no includes, no extensions such as SHA-256 or reftable, and
+    ``core.bare`` as expected)."""
+    try:
+        if os.stat(git_dir).st_uid != os.geteuid():
+            return False
+        with open(os.path.join(common_dir, "config"), "rb") as fh:
+            config = fh.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return False
+    section = ""
+    for raw in config.splitlines():
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip().lower()
+        if line.startswith("["):
+            section = line.strip("[]").split()[0].strip('"') if line.strip("[]").split() else ""
+            if section.startswith(("include", "extensions")):
+                return False
+            continue
+        key, _, value = (part.strip() for part in line.partition("="))
+        if section == "core" and key == "worktree":
+            return False
+        if section == "core" and key == "bare" and (value in ("true", "yes", "on", "1", "")) != bare:
+            return False
+    return True
+
+
 class Repository:
-    """An opal store inside a git repository."""
+    """An opal store inside a git repository.
+
+    libgit2 (pygit2) is opened only when a command needs it (``repo.git``): reading
+    objects and refs goes to the files directly, which is most of what read commands
+    do (see :mod:`odb`).
+    """
 
     def __init__(self, git_dir: str, *, own: bool = False) -> None:
-        import pygit2
-
         from .store import GitObjectStore
 
-        try:
-            self.git = pygit2.Repository(git_dir)
-        except pygit2.GitError as exc:
-            raise NotARepositoryError(f"cannot open the git repository at {git_dir}: {exc}") from None
         self.own = own
-        self.git_dir = os.path.abspath(self.git.path)
-        common = os.path.join(self.git_dir, "commondir")
-        if os.path.isfile(common):
-            with open(common, encoding="utf-8") as fh:
-                rel = fh.read().strip()
-            self.common_dir = os.path.normpath(os.path.join(self.git_dir, rel))
+        self._git: pygit2.Repository | None = None
+        git_dir = os.path.abspath(git_dir)
+        plain = os.path.isfile(os.path.join(git_dir, "HEAD"))
+        common_dir = _common_dir(git_dir) if plain else git_dir
+        plain = plain and os.path.isdir(os.path.join(common_dir, "objects"))
+        if not (plain and _simple_layout(git_dir, common_dir, bare=own)):
+            self._open_git(git_dir)  # libgit2 decides where things are, and checks ownership
+            git_dir = os.path.abspath(self.git.path)
+            self.workdir = self.git.workdir.rstrip("/") if self.git.workdir and not own else None
         else:
-            self.common_dir = self.git_dir
-        self.workdir = None if own else (self.git.workdir.rstrip("/") if self.git.workdir else None)
+            # A plain layout: the work tree holds the ``.git`` (or, for a linked
+            # worktree, the file that its ``gitdir`` file names).
+            linked = os.path.join(git_dir, "gitdir")
+            if os.path.isfile(linked):
+                with open(linked, encoding="utf-8") as fh:
+                    self.workdir = os.path.dirname(os.path.normpath(fh.read().strip()))
+            else:
+                self.workdir = os.path.dirname(git_dir.rstrip(os.sep))
+        self.git_dir = git_dir.rstrip(os.sep)
+        self.common_dir = _common_dir(self.git_dir)
         if own:
             self.workdir = os.path.dirname(self.git_dir.rstrip("/"))
         self.opal_dir = os.path.join(self.common_dir, "opal")
-        self.store = GitObjectStore(self.git, os.path.join(self.common_dir, "objects"))
-        self.refs = RefStore(self.git, self.git_dir)
+        self.store = GitObjectStore(lambda: self.git, os.path.join(self.common_dir, "objects"))
+        self.refs = RefStore(lambda: self.git, self.git_dir, self.common_dir)
+
+    def _open_git(self, git_dir: str) -> None:
+        import pygit2
+
+        try:
+            self._git = pygit2.Repository(git_dir)
+        except pygit2.GitError as exc:
+            raise NotARepositoryError(f"cannot open the git repository at {git_dir}: {exc}") from None
+
+    @property
+    def git(self) -> pygit2.Repository:
+        """The repository through libgit2, opened on first use."""
+        if self._git is None:
+            self._open_git(self.git_dir)
+        assert self._git is not None
+        return self._git
 
     # -- finding and creating --------------------------------------------------------
 

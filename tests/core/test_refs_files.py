@@ -1,0 +1,156 @@
+"""Refs and repository layout read without libgit2, checked against libgit2 and the
+real git binary: loose and packed refs, deletions, worktrees, and the layouts that
+are left to libgit2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pygit2
+import pytest
+
+from opalgit import porcelain
+from opalgit.refs import RefStore
+from opalgit.repo import Repository, _simple_layout
+from tests.conftest import git
+
+
+def ids(project: str, n: int) -> list[str]:
+    """``n`` distinct object ids that exist in the repository (blobs)."""
+    return [
+        subprocess.run(["git", "hash-object", "-w", "--stdin"], input=f"blob {i}\n", text=True, cwd=project,
+                       capture_output=True, check=True).stdout.strip()
+        for i in range(n)
+    ]
+
+
+def both(project: str) -> tuple[RefStore, RefStore]:
+    git_dir = os.path.join(project, ".git")
+    files = RefStore(lambda: pytest.fail("libgit2 was opened"), git_dir, git_dir)
+    lib = RefStore(pygit2.Repository(git_dir), git_dir)
+    return files, lib
+
+
+def test_loose_packed_and_deleted_refs_read_as_libgit2_reads_them(project):
+    project = str(project)
+    a, b, c, d = ids(project, 4)
+    git("update-ref", "refs/opal/heads/main", a, cwd=project)
+    git("update-ref", "refs/opal/heads/team/x", b, cwd=project)
+    git("update-ref", "refs/opal/links/" + "1" * 40, c, cwd=project)
+    git("update-ref", "refs/other/not-ours", d, cwd=project)
+    files, lib = both(project)
+    assert files.all() == lib.all() and len(files.all()) == 3
+    git("pack-refs", "--all", cwd=project)
+    assert not os.path.exists(os.path.join(project, ".git", "refs", "opal", "heads", "main"))
+    files, lib = both(project)
+    assert files.all() == lib.all() and len(files.all()) == 3
+    # A packed ref updated again (loose wins), one deleted from packed-refs.
+    git("update-ref", "refs/opal/heads/main", d, cwd=project)
+    git("update-ref", "-d", "refs/opal/heads/team/x", cwd=project)
+    files, lib = both(project)
+    assert files.all() == lib.all()
+    assert files.get("refs/opal/heads/main") == bytes.fromhex(d)
+    assert files.get("refs/opal/heads/team/x") is None
+    assert files.get("refs/opal/heads/team") is None
+    assert files.branches() == {"main": bytes.fromhex(d)}
+
+
+def test_a_symbolic_ref_or_a_strange_file_goes_to_libgit2(project):
+    project = str(project)
+    (a,) = ids(project, 1)
+    git("update-ref", "refs/opal/heads/main", a, cwd=project)
+    git("symbolic-ref", "refs/opal/heads/alias", "refs/opal/heads/main", cwd=project)
+    git_dir = os.path.join(project, ".git")
+    opened = []
+
+    def open_libgit2():
+        opened.append(1)
+        return pygit2.Repository(git_dir)
+
+    refs = RefStore(open_libgit2, git_dir, git_dir)
+    assert refs.get("refs/opal/heads/main") == bytes.fromhex(a) and not opened
+    assert refs.get("refs/opal/heads/alias") == bytes.fromhex(a) and opened
+    assert refs.all()["refs/opal/heads/alias"] == bytes.fromhex(a)
+
+
+def test_a_held_lock_file_is_not_a_ref(project):
+    project = str(project)
+    (a,) = ids(project, 1)
+    git("update-ref", "refs/opal/heads/main", a, cwd=project)
+    with open(os.path.join(project, ".git", "refs", "opal", "heads", "other.lock"), "w") as fh:
+        fh.write(a + "\n")
+    files, lib = both(project)
+    assert files.all() == lib.all() == {"refs/opal/heads/main": bytes.fromhex(a)}
+
+
+def test_worktrees_find_the_same_refs_and_their_own_work_tree(project, tmp_path):
+    project = str(project)
+    porcelain.init(project)
+    (a,) = ids(project, 1)
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "x", cwd=project)
+    git("update-ref", "refs/opal/heads/main", a, cwd=project)
+    wt = str(tmp_path / "wt")
+    git("worktree", "add", "-q", wt, cwd=project)
+    repo = Repository.discover(os.path.join(wt))
+    assert repo._git is None, "a plain worktree is read without libgit2"
+    assert repo.workdir == wt
+    assert repo.common_dir == os.path.join(project, ".git")
+    assert repo.refs.get("refs/opal/heads/main") == bytes.fromhex(a)
+    lib = pygit2.Repository(wt)
+    assert repo.git_dir == os.path.abspath(lib.path) and repo.workdir == lib.workdir.rstrip("/")
+    main = Repository.discover(os.path.join(project))
+    assert main.workdir == project and main.git_dir == os.path.join(project, ".git")
+
+
+@pytest.mark.parametrize(
+    "config, simple",
+    [
+        ("[core]\n\tbare = false\n\trepositoryformatversion = 0\n", True),
+        ("[core]\n\tbare = true\n", False),
+        ("[core]\n\tworktree = /elsewhere\n", False),
+        ('[include]\n\tpath = other\n', False),
+        ('[includeIf "gitdir:/x/"]\n\tpath = other\n', False),
+        ("[extensions]\n\tobjectformat = sha256\n", False),
+        ('[remote "origin"]\n\tworktree = not core\n', True),
+        ("# [extensions]\n[core]\n\tbare = false ; comment\n", True),
+    ],
+)
+def test_layouts_left_to_libgit2(tmp_path, config, simple):
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    (git_dir / "config").write_text(config)
+    assert _simple_layout(str(git_dir), str(git_dir), bare=False) is simple
+
+
+def test_a_repository_owned_by_someone_else_is_left_to_libgit2(tmp_path, monkeypatch):
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    (git_dir / "config").write_text("[core]\n\tbare = false\n")
+    monkeypatch.setattr(os, "geteuid", lambda: os.stat(git_dir).st_uid + 1)
+    assert not _simple_layout(str(git_dir), str(git_dir), bare=False)
+
+
+def test_read_commands_do_not_load_libgit2(project, home):
+    """What the start-up budget of log, show and diff rests on."""
+    from tests.core.test_porcelain import place
+
+    project_s = str(project)
+    porcelain.init(project_s)
+    place(home, project)
+    env = dict(os.environ, HOME=str(home))
+    subprocess.run([sys.executable, "-m", "opalgit", "commit"], cwd=project_s, env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "opalgit", "branch", "side", "main:3"], cwd=project_s, env=env, check=True,
+                   capture_output=True)
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['opal'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('opalgit', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        "sys.stderr.write('LIBGIT2=%s' % ('pygit2' in sys.modules))\n"
+    )
+    for args in (["log", "-n", "5"], ["show", "main:2"], ["diff", "main", "side"]):
+        p = subprocess.run([sys.executable, "-c", probe, *args], cwd=project_s, env=env, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert "LIBGIT2=False" in p.stderr, (args, p.stderr[-500:])
