@@ -33,7 +33,7 @@ from typing import Mapping
 
 import pygit2
 
-from . import oplog
+from . import gitcmd, oplog
 from .errors import ConflictError, OpalError, RevisionError, UsageError
 from .links import LINK_PREFIX, REMOTE_LINK_PREFIX, link_ref, local_links, remote_link_ref
 from .refs import BRANCH_PREFIX, NAMESPACE, branch_ref, check_branch_name, REMOTE_PREFIX
@@ -45,9 +45,6 @@ STAGING_PREFIX = NAMESPACE + "fetching/"
 PUSH_CHUNK = 500
 
 # Variables git sets for its hooks that would point a nested git at the wrong place.
-_GIT_LOCAL_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_OBJECT_DIRECTORY")
-
-
 class RemoteError(OpalError, ConnectionError):
     """A remote that is down, unreachable, or refuses to talk (nothing was changed)."""
 
@@ -59,25 +56,14 @@ class PushRejectedError(ConflictError):
 # ------------------------------------------------------------------ running git
 
 
-def git_env(env: Mapping[str, str]) -> dict[str, str]:
-    out = {k: v for k, v in env.items() if k not in _GIT_LOCAL_VARS}
-    out["LC_ALL"] = "C"  # git's messages are parsed (atomic support, rejection reasons)
-    return out
-
-
 def run_git(repo: Repository, args: list[str], env: Mapping[str, str], *, input: str | None = None) -> subprocess.CompletedProcess:
-    """Run the user's git on this repository (``--git-dir`` explicit: hooks set GIT_DIR & co)."""
+    """Run the user's git on this repository."""
     try:
-        return subprocess.run(
-            ["git", f"--git-dir={repo.git_dir}", *args],
-            cwd=repo.workdir if repo.workdir and os.path.isdir(repo.workdir) else repo.git_dir,
-            env=git_env(env),
-            input=input,
-            capture_output=True,
-            text=True,
-            errors="replace",
+        return gitcmd.run(
+            repo.git_dir, args, cwd=repo.workdir if repo.workdir and os.path.isdir(repo.workdir) else None,
+            env=env, input=input,
         )
-    except FileNotFoundError:
+    except gitcmd.GitMissing:
         raise OpalError("git is not installed (or not on PATH)", hint="install git, then run the command again") from None
 
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 PACK_THRESHOLD = 64
 #: A store flushes by itself once this many bytes are buffered (bounds memory).
 FLUSH_BYTES = 8 * 1024 * 1024
+#: Decoded trees kept per store (a leaf tree is a few hundred bytes).
+TREE_CACHE_ENTRIES = 65536
 
 TreeEntry = tuple[str, bool, bytes]  # (name, is_tree, oid)
 
@@ -133,6 +135,7 @@ class ObjectStore:
         self.written_objects = 0  # objects actually written (not already present)
         self.written_bytes = 0
         self._pack_cache = None  # payloads.PackCache, made on first use
+        self._trees: dict[bytes, tuple[TreeEntry, ...]] = {}  # decoded trees, by id
 
     # -- backend ------------------------------------------------------------------
 
@@ -208,7 +211,15 @@ class ObjectStore:
         return self._read(oid, OBJ_BLOB)
 
     def read_tree(self, oid: bytes) -> list[TreeEntry]:
-        return decode_tree(oid, self._read(oid, OBJ_TREE))
+        # Trees are immutable and a command often walks the same ones more than once
+        # (the leaves of a sequence, then their payload entries): decoded once each.
+        entries = self._trees.get(oid)
+        if entries is None:
+            entries = tuple(decode_tree(oid, self._read(oid, OBJ_TREE)))
+            if len(self._trees) >= TREE_CACHE_ENTRIES:
+                self._trees.clear()
+            self._trees[oid] = entries
+        return list(entries)
 
     def read_commit(self, oid: bytes) -> CommitData:
         return decode_commit(oid, self._read(oid, OBJ_COMMIT))

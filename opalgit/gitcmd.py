@@ -1,0 +1,58 @@
+"""Running the user's ``git`` binary on the repository.
+
+opal runs git for what git does best with the user's own setup (remotes and
+credentials, see :mod:`remote`), and for two small jobs where starting git
+(~2 ms) is cheaper than loading libgit2 (~75 ms): ref transactions
+(:meth:`refs.RefStore.update`) and the committer's identity
+(:meth:`repo.Repository.signature`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Mapping
+
+#: Variables that git sets for its hooks and that would point a child git elsewhere.
+GIT_LOCAL_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_PREFIX",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+)
+
+
+class GitMissing(Exception):
+    """No ``git`` on PATH."""
+
+
+def git_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    out = {k: v for k, v in (os.environ if env is None else env).items() if k not in GIT_LOCAL_VARS}
+    out["LC_ALL"] = "C"  # git's messages are parsed (atomic support, rejection reasons, ref conflicts)
+    return out
+
+
+def run(
+    git_dir: str,
+    args: list[str],
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
+    """``git --git-dir=GIT_DIR ARGS`` (explicit: hooks set GIT_DIR and the like)."""
+    try:
+        return subprocess.run(
+            ["git", f"--git-dir={git_dir}", *args],
+            cwd=cwd or git_dir,
+            env=git_env(env),
+            input=input,
+            capture_output=True,
+            text=True,
+            errors="replace",
+        )
+    except FileNotFoundError:
+        raise GitMissing("git is not installed (or not on PATH)") from None
