@@ -154,3 +154,57 @@ def test_read_commands_do_not_load_libgit2(project, home):
         p = subprocess.run([sys.executable, "-c", probe, *args], cwd=project_s, env=env, capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         assert "LIBGIT2=False" in p.stderr, (args, p.stderr[-500:])
+
+
+@pytest.mark.parametrize("through", ["git", "libgit2"])
+def test_updates_are_compare_and_swap_and_all_or_nothing(project, through):
+    from opalgit.errors import ConflictError
+
+    project = str(project)
+    a, b, c = (bytes.fromhex(x) for x in ids(project, 3))
+    git_dir = os.path.join(project, ".git")
+    refs = RefStore(lambda: pygit2.Repository(git_dir), git_dir, git_dir)
+    refs._files = through == "git"
+    main, side = "refs/opal/heads/main", "refs/opal/heads/side"
+    refs.update({main: (None, a), side: (None, b)}, "create")
+    assert refs.all() == {main: a, side: b}
+    refs.update({main: (a, c), side: (b, None)}, "move and delete")
+    assert refs.all() == {main: c}
+    # A stale old value: nothing is applied, not even the change that would fit.
+    with pytest.raises(ConflictError) as err:
+        refs.update({main: (a, b), side: (None, a)}, "stale")
+    assert "changed while this command ran" in str(err.value)
+    assert refs.all() == {main: c}
+    with pytest.raises(ConflictError):
+        refs.update({main: (None, a)}, "exists already")
+    # Another writer holding the lock.
+    lock = os.path.join(git_dir, "refs", "opal", "heads", "main.lock")
+    open(lock, "w").close()
+    with pytest.raises(ConflictError) as err:
+        refs.update({main: (c, a)}, "locked")
+    assert "lock" in str(err.value) + str(err.value.hint)
+    os.unlink(lock)
+    refs.update({main: (c, a)}, "unlocked")
+    assert refs.get(main) == a
+    assert git("fsck", "--full", "--strict", cwd=project).returncode == 0
+
+
+def test_the_committer_is_the_users_git_identity_with_or_without_git(project, home, monkeypatch):
+    project = str(project)
+    porcelain.init(project)
+    git("config", "user.name", "Ada Lovelace", cwd=project)
+    git("config", "user.email", "ada@example.com", cwd=project)
+    repo = Repository.discover(project)
+    sig = repo.signature()
+    assert (sig.name, sig.email) == ("Ada Lovelace", "ada@example.com")
+    monkeypatch.setenv("PATH", "/nonexistent")  # no git binary: libgit2 answers the same
+    sig = repo.signature()
+    assert (sig.name, sig.email) == ("Ada Lovelace", "ada@example.com")
+    monkeypatch.undo()
+    git("config", "--unset", "user.name", cwd=project)
+    git("config", "--unset", "user.email", cwd=project)
+    sig = Repository.discover(project).signature()
+    assert (sig.name, sig.email) == ("Test User", "test@example.com")  # the global config (conftest)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    sig = Repository.discover(project).signature()
+    assert (sig.name, sig.email) == ("opal", "opal@localhost")
