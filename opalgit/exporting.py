@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
-from . import adapters, redaction, sequence
+from . import adapters, checkpoints, redaction, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport
 from .budget import fit
 from .errors import ConflictError, UsageError
@@ -130,6 +130,7 @@ def export(
         if branch is not None:
             with repo.lock():
                 repo.config[f"branch.{branch}.session"] = f"{adapter.name}:{result.session_id}"
+                _checkpoint(repo, adapter.name, session, result, report, oid, len(turns), budget)
     return ExportOutcome(
         agent=adapter.name,
         rev=rev,
@@ -152,6 +153,28 @@ def _chars(t: ExportTurn) -> int:
     from .model import block_chars
 
     return sum(block_chars(b) for b in t.normal.blocks)
+
+
+def _checkpoint(repo: Repository, agent: str, session, result: ExportResult, report: LossReport, state: bytes,
+                records: int, budget: int | None) -> None:
+    """Remember an export that wrote one line per stored record, in order, to the same
+    agent: committing the resumed session then stores only its new turns."""
+    # Every record must be written one for one (lines the exporter adds after them,
+    # such as a result for a call left open, are the resumed session's first new ones).
+    if (
+        budget is not None
+        or session is None
+        or getattr(session, "agent", None) != agent
+        or len(result.files) != 1
+        or not records
+        or result.prefix != records
+    ):
+        return
+    path, data = result.files[0]
+    checkpoints.save(repo.opal_dir, checkpoints.Checkpoint(
+        agent=agent, session=result.session_id, path=os.path.abspath(path), size=len(data), records=records,
+        tail=checkpoints.tail_of(data), state=state,
+    ))
 
 
 def write_files(result: ExportResult) -> None:

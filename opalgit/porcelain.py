@@ -178,6 +178,28 @@ def _untrack(repo: Repository, branch: str) -> None:
 # ================================================================== commit
 
 
+def _continues_export(repo: Repository, agent: str, f, state: "State", result: ReadResult) -> int:
+    """How many of ``state``'s records the session file begins with, because ``opal
+    export`` wrote them there one for one (0: none; the file is read as new).
+
+    Holds when the export of this branch's current state to the same agent left a
+    checkpoint (:mod:`checkpoints`), the file still begins with the bytes it wrote,
+    and the file reads as one line of conversation that starts with those records.
+    """
+    from . import checkpoints
+
+    cp = checkpoints.load(repo.opal_dir, agent, f.id)
+    if cp is None or cp.state != state.oid or cp.records != state.header.items or not cp.records:
+        return 0
+    if not checkpoints.still_holds(cp, f.path) or not result.views or len(result.views) != 1:
+        return 0
+    indices = result.views[0].indices
+    if len(indices) < cp.records or any(i != k for k, i in enumerate(indices[: cp.records])):
+        return 0
+    return cp.records
+
+
+
 @dataclass
 class CommitResult:
     branch: str
@@ -251,8 +273,16 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
             incremental = result.extends
             if not incremental:
                 result = None
+    resumed = 0  # records of ``state`` that the file's first lines stand for (see below)
     if result is None:
         result = ad.read(f.path)
+        if state is not None:
+            resumed = _continues_export(repo, ad.name, f, state, result)
+            if resumed:
+                notes.append(
+                    f"session {f.id} continues the export of {_short(state.oid)}: its first {resumed} records "
+                    "are that state's, stored once; only what follows is new"
+                )
 
     if incremental and not result.count:
         # Nothing but (perhaps) a line the agent is still writing: the common case of
@@ -308,9 +338,12 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     fork_names = [f"{branch}-{v.name_hint or 'fork'}" for v in (result.views or [])[1:]]
     fork_states = {name: load_state(repo, h) for name in fork_names if (h := branch_head(repo, name)) is not None}
     packer = packer_for(repo, state, also=list(fork_states.values()))
-    if incremental:
+    if incremental or resumed:
         assert state is not None
-        root = sequence.append(store, state.root, items_of(None, tally), packer)  # not empty: checked above
+        # Incremental: the new lines' records. Resumed: the records after the ones the
+        # export wrote (the file's only view begins with them, checked).
+        indices = None if incremental else result.views[0].indices[resumed:]
+        root = sequence.append(store, state.root, items_of(indices, tally), packer)
         new_turns, new_chars = sum(tally[0]), sum(tally[1])
         items_total = state.header.items + len(tally[0])
         turns_total = state.header.turns + new_turns

@@ -415,3 +415,8 @@ class ExportResult:
     resume: list[str]  # argv that resumes it, run from ``cwd`` (e.g. ["claude", "--resume", id])
     report: LossReport
     aux: list[tuple[str, bytes]] = field(default_factory=list)  # files the agent shares (e.g. a registry) to create or replace
+    # How many leading lines of files[0] are the request's first records, one line per
+    # record in order (ids rewritten at most): committing the resumed session keeps
+    # those records as stored instead of storing them again (see opalgit.checkpoints).
+    # 0 when the exporter cannot say.
+    prefix: int = 0

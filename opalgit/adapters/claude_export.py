@@ -84,7 +84,8 @@ def export(req: ExportRequest) -> ExportResult:
     path = os.path.join(conf, "projects", project_key(req.cwd), sid + ".jsonl")
     writer = _Writer(req)
     body = writer.run()
-    return ExportResult(files=[(path, body)], session_id=sid, resume=["claude", "--resume", sid], report=writer.report)
+    return ExportResult(files=[(path, body)], session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
+                        prefix=writer.aligned)
 
 
 class _Writer:
@@ -129,12 +130,15 @@ class _Writer:
     # -- the whole file -----------------------------------------------------------------
 
     def run(self) -> bytes:
-        for et in self.req.turns:
+        self.aligned = 0  # the first ``aligned`` lines are the first records, one for one
+        for i, et in enumerate(self.req.turns):
             turn = et.turn
             if turn.agent == AGENT and (turn.has_record or isinstance(turn.line, bytes)):
                 self._native(turn)
             else:
                 self._foreign(turn.agent, et.normal)
+            if self.aligned == i and len(self.lines) == i + 1 and turn.agent == AGENT:
+                self.aligned = i + 1
         self._close()
         self._final_prompt()
         self._notes()
@@ -146,6 +150,7 @@ class _Writer:
         if stale:
             self.report.drop("last-prompt:stale", len(stale))
             self.lines = [ln for i, ln in enumerate(self.lines) if i not in stale]
+            self.aligned = min(self.aligned, min(stale))
         kept = [leaf for i, leaf in self.prompts if i not in stale and _is_id(leaf)]
         if self.leaf is None or (kept and kept[-1] == self.leaf):
             return

@@ -120,6 +120,18 @@ def test_resume_in_every_agent(source, target, sources, tmp_path):
     print(f"\nloss report {source} -> {target}: {json.dumps(report['report'], sort_keys=True)}")
     assert _shape(got) == expected + [("user", NEW_PROMPT)], (report["report"], got)
     assert report["report"]["dropped"].get("tool_result:orphan", 0) == 0
+    if source == target == "claude":
+        # The session the real client resumed, committed back: the records opal
+        # exported are the stored ones, kept; only what the client added is new.
+        before = json.loads(_opal("log", "-n", "1", "--json", cwd=project, env=env).stdout)[0]
+        out = json.loads(_opal("commit", "--file", report["files"][0], "--agent", "claude", "--json",
+                               cwd=project, env=env).stdout)
+        assert any("continues the export" in n for n in out["notes"]), out
+        assert 2 <= out["new_turns"] <= 4 and out["turns"] == before["turns"] + out["new_turns"], (before, out)
+        tail = [json.loads(_opal("show", f"HEAD:{n}", "--json", cwd=project, env=env).stdout)
+                for n in range(out["turns"] - out["new_turns"] + 1, out["turns"] + 1)]
+        assert "[turn3-done]" in json.dumps(tail) and NEW_PROMPT in json.dumps(tail), tail
+        _opal("undo", cwd=project, env=env)  # the steps below start from the imported session
 
     # 2. After a rewind to turn 1's answer: exactly turn 1, then the new prompt.
     n = _turn_of_answer1(project, env)

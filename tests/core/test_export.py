@@ -80,3 +80,90 @@ def test_cli_export_prints_the_resume_command_and_a_loss_report(repo, project, h
     assert "Resume it with:" in r.stdout and "codex resume" in r.stdout and "Loss report" in r.stdout
     j = json.loads(opal("export", "--to", "gemini", "--dry-run", "--json", cwd=project, env={"HOME": str(home)}).stdout)
     assert j["dry_run"] and j["resume"][:2] == ["gemini", "--resume"] and "dropped" in j["report"]
+
+
+# ---------------------------------------------------------- resuming an export
+
+
+def continue_export(path: str, session_id: str, turns: int = 4, seed: int = 5) -> None:
+    """What the agent does on resume: append turns to the exported file."""
+    from bench import generate as gen
+    from bench.suite import _last_chain
+
+    last, cwd = _last_chain(path)
+    gen.continue_claude(path, turns=turns, seed=seed, session_id=session_id, parent_uuid=last, cwd=cwd or "/tmp")
+
+
+def stored_ids(repo, rev: str) -> list[bytes]:
+    st = porcelain.load_state(repo, porcelain.resolve(repo, rev).oid)
+    return [si.item.id for si in porcelain.sequence.iter_items(repo.store, st.root)]
+
+
+def test_committing_a_resumed_export_stores_only_the_new_turns(repo, project, tmp_path):
+    from opalgit import fsck
+
+    env = {"HOME": str(tmp_path / "h")}
+    before = porcelain.load_state(repo, porcelain.resolve(repo, "HEAD").oid)
+    out = exporting.export(repo, env, to="claude", cwd=str(project))
+    continue_export(out.files[0], out.session_id)
+    res = porcelain.commit(repo, env, str(project), file=out.files[0])
+    assert any("continues the export" in n for n in res.notes), res.notes
+    assert res.items - before.header.items == res.new_items
+    assert 4 <= res.new_turns <= 6  # the agent's turns, and whatever the export itself added after the records
+    # Every leaf of the exported state is kept but the last, which the new records extend.
+    def leaves(rev):
+        st = porcelain.load_state(repo, porcelain.resolve(repo, rev).oid)
+        return [leaf.oid for leaf in porcelain.sequence.leaves(repo.store, st.root)]
+
+    old, new = leaves("HEAD~1"), leaves("HEAD")
+    assert new[: len(old) - 1] == old[:-1] and len(new) - len(old) <= 2
+    # The stored records are the original ones, followed by the resumed session's.
+    ids = stored_ids(repo, "HEAD")
+    assert ids[: before.header.items] == stored_ids(repo, "HEAD~1")
+    assert fsck.fsck(repo).ok
+    # From then on the branch follows the new session as usual: incremental commits.
+    continue_export(out.files[0], out.session_id, turns=2, seed=6)
+    again = porcelain.commit(repo, env, str(project), file=out.files[0])
+    assert again.incremental and again.new_turns == 2
+
+
+def test_a_resumed_export_is_read_as_new_when_anything_moved(repo, project, tmp_path):
+    env = {"HOME": str(tmp_path / "h")}
+    n = porcelain.load_state(repo, porcelain.resolve(repo, "HEAD").oid).header.items
+    # (a) The exported lines were changed.
+    out = exporting.export(repo, env, to="claude", cwd=str(project))
+    lines = open(out.files[0], "rb").read().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"type"', b'"type" ', 1)
+    open(out.files[0], "wb").writelines(lines)
+    continue_export(out.files[0], out.session_id)
+    res = porcelain.commit(repo, env, str(project), file=out.files[0])
+    assert not any("continues the export" in x for x in res.notes) and res.items - n > 4
+    porcelain.undo(repo)
+    # (b) The branch moved after the export (a commit of something else).
+    out = exporting.export(repo, env, to="claude", cwd=str(project))
+    porcelain.rewind(repo, 3)
+    continue_export(out.files[0], out.session_id)
+    res = porcelain.commit(repo, env, str(project), file=out.files[0])
+    assert not any("continues the export" in x for x in res.notes)
+    porcelain.undo(repo)
+    porcelain.undo(repo)
+    # (c) A damaged checkpoint is ignored, not trusted.
+    out = exporting.export(repo, env, to="claude", cwd=str(project))
+    folder = os.path.join(repo.opal_dir, "exports")
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), "w") as fh:
+            fh.write("{not json")
+    continue_export(out.files[0], out.session_id)
+    res = porcelain.commit(repo, env, str(project), file=out.files[0])
+    assert not any("continues the export" in x for x in res.notes)
+
+
+@pytest.mark.parametrize("how", ["budget", "codex"])
+def test_exports_that_change_the_records_leave_no_checkpoint(repo, project, tmp_path, how):
+    env = {"HOME": str(tmp_path / "h"), "CODEX_HOME": str(tmp_path / "c")}
+    if how == "budget":
+        full = exporting.export(repo, env, to="claude", cwd=str(project), dry_run=True)
+        exporting.export(repo, env, to="claude", cwd=str(project), budget=full.tokens_before // 3)
+    else:
+        exporting.export(repo, env, to="codex", cwd=str(project))
+    assert not os.path.isdir(os.path.join(repo.opal_dir, "exports"))

@@ -1,0 +1,113 @@
+"""Export checkpoints: what ``opal export`` wrote, so that committing the resumed
+session stores only the turns the agent added.
+
+An export writes a new session file whose records are the exported state's, with
+fresh ids (a new session id in every record, for Claude Code). Read back on its
+own, that file shares no turn with the state it came from, so the first commit of
+the resumed session used to store the whole history a second time. When an
+export writes one record per stored record, in order, opal remembers it here: the
+file, how many bytes and records it wrote, a hash of its tail, and the state it
+came from. A commit of that session, on a branch still at that state, whose file
+still begins with those bytes, keeps the state's records for the file's first
+lines and adds only what follows (:func:`porcelain.commit`).
+
+Checkpoints are local hints, one small JSON file per exported session under
+``<git-common-dir>/opal/exports/``; deleting them costs only storage. Nothing in
+them is trusted without the checks above.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from .adapters.base import TAIL_WINDOW, tail_hash
+from .fileio import replace_atomically
+
+#: Checkpoints kept (the newest by time); an older one is rarely resumed.
+KEEP = 64
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    agent: str
+    session: str
+    path: str
+    size: int  # bytes written
+    records: int  # records written, one per stored record of ``state``
+    tail: bytes  # SHA-256 of the last TAIL_WINDOW bytes, as tail_hash computes it
+    state: bytes  # the state commit exported
+
+
+def _folder(opal_dir: str) -> str:
+    return os.path.join(opal_dir, "exports")
+
+
+def _name(agent: str, session: str) -> str:
+    return hashlib.sha256(f"{agent}:{session}".encode()).hexdigest()[:32] + ".json"
+
+
+def save(opal_dir: str, cp: Checkpoint) -> None:
+    folder = _folder(opal_dir)
+    os.makedirs(folder, exist_ok=True)
+    body = {
+        "v": 1,
+        "agent": cp.agent,
+        "session": cp.session,
+        "path": cp.path,
+        "size": cp.size,
+        "records": cp.records,
+        "tail": cp.tail.hex(),
+        "state": cp.state.hex(),
+    }
+    replace_atomically(os.path.join(folder, _name(cp.agent, cp.session)), json.dumps(body).encode())
+    _prune(folder)
+
+
+def _prune(folder: str) -> None:
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".json")]
+    except FileNotFoundError:
+        return
+    if len(names) <= KEEP:
+        return
+    aged = sorted(names, key=lambda n: os.path.getmtime(os.path.join(folder, n)))
+    for n in aged[: len(names) - KEEP]:
+        try:
+            os.unlink(os.path.join(folder, n))
+        except FileNotFoundError:
+            pass
+
+
+def load(opal_dir: str, agent: str, session: str) -> Checkpoint | None:
+    try:
+        with open(os.path.join(_folder(opal_dir), _name(agent, session)), "rb") as fh:
+            body = json.loads(fh.read())
+        cp = Checkpoint(
+            agent=str(body["agent"]),
+            session=str(body["session"]),
+            path=str(body["path"]),
+            size=int(body["size"]),
+            records=int(body["records"]),
+            tail=bytes.fromhex(body["tail"]),
+            state=bytes.fromhex(body["state"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no checkpoint, or one that is damaged: the commit reads the file as new
+    return cp if (cp.agent, cp.session) == (agent, session) else None
+
+
+def tail_of(data: bytes) -> bytes:
+    """:func:`tail_hash` of a file that holds exactly ``data``."""
+    return hashlib.sha256(data[max(0, len(data) - TAIL_WINDOW) :]).digest()
+
+
+def still_holds(cp: Checkpoint, path: str) -> bool:
+    """Whether the file at ``path`` still begins with what the export wrote."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    return os.path.abspath(path) == os.path.abspath(cp.path) and size >= cp.size and tail_hash(path, cp.size) == cp.tail
