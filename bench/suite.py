@@ -430,9 +430,9 @@ class Bench:
         self.row(Row("storage.forks.export", f"{cfg.forks} forks at turn {mid}: branch, export --to claude, "
                      f"{cfg.fork_turns} turns, commit", worst / single * 100, "%", None, target=1.0,
                      target_on="value",
-                     note=f"worst fork {worst / MB:.2f} MB, mean {sum(growths) / len(growths) / MB:.2f} MB, of "
+                     note=f"worst fork {worst / 1024:.0f} KB, mean {sum(growths) / len(growths) / 1024:.0f} KB, of "
                           f"{single / MB:.1f} MB; last commit: {res.get('new_turns')} new turns, "
-                          f"incremental={res.get('incremental')}",
+                          f"continues the export: {any('continues the export' in n for n in res.get('notes', []))}",
                      extra={"growth_bytes": growths, "single_bytes": single}))
         shutil.rmtree(repo)
 

@@ -246,7 +246,7 @@ class FileObjectDatabase:
             # worst case is a little over its size): what it does not consume it
             # copies aside, and the rest of the pack may be hundreds of megabytes.
             d = zlib.decompressobj()
-            out = d.decompress(buf[pos : pos + size + (size >> 10) + 64])
+            out = d.decompress(memoryview(buf)[pos : pos + size + (size >> 10) + 64])
         except (IndexError, zlib.error):
             raise Unsupported(f"object {oid.hex()[:12]} cannot be read from {pack.pack_path}") from None
         if not d.eof or len(out) != size:

@@ -57,6 +57,8 @@ PACK_BYTES = 4 * 1024 * 1024
 MAX_CHAIN_BYTES = 16 * 1024 * 1024
 #: ... or this many packs, whichever comes first: bounds what a cold read decompresses.
 MAX_DEPTH = 32
+#: Readers accept longer chains than this writer makes (another writer may cut later).
+MAX_READ_DEPTH = 1024
 #: Decompressed packs kept per store (bytes of content).
 CACHE_BYTES = 64 * 1024 * 1024
 
@@ -84,7 +86,9 @@ class Pack:
     content: bytes
     depth: int
     chain: int
-    window: bytes  # last WINDOW bytes of the chain through this pack
+    # The last WINDOW bytes of the chain through this pack: kept for the pack that was
+    # asked for (the next pack's dictionary), None for those decoded on the way to it.
+    window: bytes | None
 
 
 def _params(size: int) -> codec.zstandard.ZstdCompressionParameters:
@@ -106,38 +110,47 @@ class PackCache:
     def _remember(self, pack: Pack) -> None:
         old = self._packs.pop(pack.oid, None)
         if old is not None:
-            self._bytes -= len(old.content) + len(old.window)
+            self._bytes -= _size(old)
         self._packs[pack.oid] = pack
-        self._bytes += len(pack.content) + len(pack.window)
+        self._bytes += _size(pack)
         while self._bytes > CACHE_BYTES and len(self._packs) > 1:
             _, old = self._packs.popitem(last=False)
-            self._bytes -= len(old.content) + len(old.window)
+            self._bytes -= _size(old)
 
-    def pack(self, oid: bytes) -> Pack:
-        """The decoded pack ``oid`` (decompressing its chain back to a cached pack or keyframe)."""
+    def pack(self, oid: bytes, *, window: bool = False) -> Pack:
+        """The decoded pack ``oid`` (decompressing its chain back to a cached pack or
+        keyframe); with ``window``, one that keeps its window (to continue the chain)."""
         hit = self._packs.get(oid)
-        if hit is not None:
+        if hit is not None and (hit.window is not None or not window):
             self._packs.move_to_end(oid)
             return hit
-        # Walk back to a pack we have, or to the keyframe, then decode forwards:
-        # iterative, so a long chain cannot exhaust the stack.
+        # Walk back to a pack whose window we have, or to the keyframe, then decode
+        # forwards: iterative, so a long chain cannot exhaust the stack.
         chain: list[tuple[bytes, bytes, bytes | None]] = []  # (oid, blob bytes, base)
         cur: bytes | None = oid
         known: Pack | None = None
         seen: set[bytes] = set()
         while cur is not None:
-            if cur in self._packs:
-                known = self._packs[cur]
+            have = self._packs.get(cur)
+            if have is not None and have.window is not None:
+                known = have
                 break
-            if cur in seen or len(chain) > MAX_DEPTH:
+            if cur in seen or len(chain) > MAX_READ_DEPTH:
                 raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a chain that does not end")
             seen.add(cur)
             blob, base = _read_pack_tree(self.store, cur)
             chain.append((cur, blob, base))
             cur = base
-        prev = known
-        for pack_oid, blob, base in reversed(chain):
-            prev = _decode(pack_oid, blob, base, prev)
+        # The chain's content so far, its last WINDOW bytes at least: each pack's
+        # dictionary is cut from it, and only the pack asked for keeps a window of its
+        # own (building one per pack copied megabytes per step of a chain of small packs).
+        tail = bytearray(known.window if known is not None else b"")
+        prev: Pack | None = known
+        for k, (pack_oid, blob, base) in enumerate(reversed(chain)):
+            if base is None:
+                tail.clear()  # a keyframe: nothing before it counts
+            last = k == len(chain) - 1
+            prev = _decode(pack_oid, blob, base, tail, last)
             self._remember(prev)
         assert prev is not None
         return prev
@@ -176,10 +189,16 @@ def split_blob(oid: bytes, blob: bytes) -> tuple[dict, bytes]:
     if 8 + n > len(blob):
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} is cut short")
     header = codec.unpack_canonical(blob[8 : 8 + n], "pack")
-    return header, blob[8 + n :]
+    return header, memoryview(blob)[8 + n :]  # a view: the frame is megabytes, not copied
 
 
-def _decode(oid: bytes, blob: bytes, base: bytes | None, prev: Pack | None) -> Pack:
+def _size(pack: Pack) -> int:
+    return len(pack.content) + (len(pack.window) if pack.window is not None else 0)
+
+
+def _decode(oid: bytes, blob: bytes, base: bytes | None, tail: bytearray, keep_window: bool) -> Pack:
+    """Decode one pack whose chain content before it ends ``tail`` (empty for a
+    keyframe); its content is appended to ``tail``, which keeps at least WINDOW bytes."""
     header, frame = split_blob(oid, blob)
     try:
         digests, sizes = header["digests"], header["sizes"]
@@ -188,12 +207,16 @@ def _decode(oid: bytes, blob: bytes, base: bytes | None, prev: Pack | None) -> P
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a malformed header") from None
     if len(digests) != len(sizes):
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a malformed header")
-    base_window = prev.window if (base is not None and prev is not None) else b""
-    if dict_len > len(base_window):
+    if dict_len > min(len(tail), WINDOW) or (dict_len and base is None):
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} needs more of its base than the chain holds")
-    window = base_window[len(base_window) - dict_len :] if dict_len else b""
     try:
-        d = codec.zstandard.ZstdDecompressor(dict_data=codec.raw_dict(window)) if window else codec.zstandard.ZstdDecompressor()
+        if dict_len:
+            # The dictionary copies what it is given: hand it a view, not another copy.
+            with memoryview(tail) as view:
+                dictionary = codec.raw_dict(view[len(tail) - dict_len :])
+            d = codec.zstandard.ZstdDecompressor(dict_data=dictionary)
+        else:
+            d = codec.zstandard.ZstdDecompressor()
         content = d.decompress(frame, max_output_size=codec.MAX_OBJECT_SIZE)
     except codec.zstandard.ZstdError as exc:
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} does not decompress: {exc}") from None
@@ -204,7 +227,11 @@ def _decode(oid: bytes, blob: bytes, base: bytes | None, prev: Pack | None) -> P
         offset += size
     if offset != len(content):
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} holds {len(content)} bytes, its header says {offset}")
-    return Pack(oid, base, index, content, depth, chain, (base_window + content)[-WINDOW:] if base_window else content[-WINDOW:])
+    tail += content
+    if len(tail) > 2 * WINDOW:
+        del tail[: len(tail) - WINDOW]  # amortized: the chain's content is copied about twice in all
+    window = bytes(memoryview(tail)[-WINDOW:]) if keep_window else None
+    return Pack(oid, base, index, content, depth, chain, window)
 
 
 def cache(store: ObjectStore) -> PackCache:
@@ -296,9 +323,10 @@ class Packer:
     def _base(self) -> _Tip | None:
         if self.tip is not None and self._tip is None:
             try:
-                p = cache(self.store).pack(self.tip)
+                p = cache(self.store).pack(self.tip, window=True)
             except CorruptObjectError:
                 return None  # a damaged chain is not continued: the next pack is a keyframe
+            assert p.window is not None
             self._tip = _Tip(p.window, p.depth, p.chain)
         return self._tip
 
