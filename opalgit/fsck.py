@@ -76,6 +76,7 @@ class _Checker:
                 header = StateHeader.decode(codec.unframe(self.store.read_blob(entries[STATE_BLOB][1])))
                 if TURNS_TREE in entries:
                     items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
+                    self.levels(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
                 else:
                     items = turns = 0
                 if PACKS_TREE in entries:
@@ -111,6 +112,21 @@ class _Checker:
             counts = (items, turns)
         self.seen_nodes[oid] = counts
         return counts
+
+    def levels(self, root: bytes, where: str) -> None:
+        """Every leaf at the same depth: what readers rely on to list the leaves
+        without opening them (:func:`sequence.leaves`)."""
+        depths: set[int] = set()
+        stack = [(root, 0)]
+        while stack:
+            oid, depth = stack.pop()
+            kids = sequence._children(self.store, oid)
+            if kids is None:
+                depths.add(depth)
+            else:
+                stack.extend((k.oid, depth + 1) for k in kids)
+        if len(depths) > 1:
+            self.problem(f"{where}: sequence {root.hex()[:12]} has leaves at depths {sorted(depths)}")
 
     def leaf(self, oid: bytes, where: str) -> tuple[int, int]:
         self.r.leaves += 1

@@ -355,6 +355,10 @@ class Packer:
         keep = WINDOW - len(content)
         self._tip = _Tip(window[-keep:] + content if keep > 0 else content[-WINDOW:], depth, chain)
         self._in_flight = set(digests)
+        # The whole window is the dictionary, small packs too: zstd indexes all of it
+        # first (~40 ms at level 9 for 4 MiB, the bulk of a ten-turn commit's own
+        # work), but with only the newest 1 MiB, 20 growing commits stored 1.08x one
+        # commit instead of 0.96x (files read again long after are found further back).
         self._job = _Job(digests, sizes, content, window, depth, chain, self.tip if base is not None else None)
 
     def wait(self) -> None:

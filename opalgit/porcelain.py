@@ -338,12 +338,14 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     fork_names = [f"{branch}-{v.name_hint or 'fork'}" for v in (result.views or [])[1:]]
     fork_states = {name: load_state(repo, h) for name in fork_names if (h := branch_head(repo, name)) is not None}
     packer = packer_for(repo, state, also=list(fork_states.values()))
+    appended = False
     if incremental or resumed:
         assert state is not None
         # Incremental: the new lines' records. Resumed: the records after the ones the
         # export wrote (the file's only view begins with them, checked).
         indices = None if incremental else result.views[0].indices[resumed:]
         root = sequence.append(store, state.root, items_of(indices, tally), packer)
+        appended = True
         new_turns, new_chars = sum(tally[0]), sum(tally[1])
         items_total = state.header.items + len(tally[0])
         turns_total = state.header.turns + new_turns
@@ -351,8 +353,10 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         new_range = (state.header.items, items_total)
     else:
         view = result.views[0] if result.views else None
+        built: dict[bytes, tuple[bytes, bool]] = {}
         root = sequence.build(
-            store, items_of(view.indices if view else None, tally), packer, parent=state.root if state else None
+            store, items_of(view.indices if view else None, tally), packer, parent=state.root if state else None,
+            locations=built,
         )
         flags, chars = tally
         turns_total, chars_total, items_total = sum(flags), sum(chars), len(flags)
@@ -438,6 +442,14 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     op = oplog.new(repo, "commit", desc, changes)
     oplog.apply(repo, op)
     _track(repo, branch, ad.name, result.session.id)
+    # Where the new state's payloads are, for the next commit (see opalgit.locations).
+    from . import locations
+
+    if appended:
+        assert state is not None
+        locations.after_append(store, repo.opal_dir, state.root, root, locations.of(store, repo.opal_dir, state.root))
+    elif root is not None:
+        locations.save(repo.opal_dir, root.oid, built)
     return CommitResult(
         branch=branch,
         oid=oid,

@@ -135,21 +135,27 @@ def _extends(items: list[Item], base: LeafBase) -> bool:
     return len(items) > n and all(it.id == i for it, i in zip(items, base.ids))
 
 
-def _leaf_objects(items: list[Item], packer: Packer, base: LeafBase | None) -> tuple[bytes, list[TreeEntry]]:
-    """A leaf's blob and tree entries (the blob's entry named ``leaf`` points at it)."""
-    entries: dict[str, TreeEntry] = {}
+def _leaf_locations(items: list[Item], packer: Packer) -> dict[bytes, Location]:
+    """Where the payloads of a leaf's records are: its ``p<hex>`` entries."""
+    out: dict[bytes, Location] = {}
     for it in items:
         for d in it.payloads:
-            name = "p" + d.hex()
-            if name not in entries:
+            if d not in out:
                 loc = packer.location(d)
                 if loc is None:  # pragma: no cover - the writer seals before writing leaves
                     raise AssertionError("a leaf is written before its payloads are")
-                entries[name] = (name, loc[1], loc[0])
-        for d, (oid, is_tree) in it.payload_oids.items():
-            name = "p" + d.hex()
-            if name not in entries:
-                entries[name] = (name, is_tree, oid)
+                out[d] = loc
+        for d, loc in it.payload_oids.items():
+            out.setdefault(d, loc)
+    return out
+
+
+def _leaf_objects(items: list[Item], packer: Packer, base: LeafBase | None) -> tuple[bytes, list[TreeEntry]]:
+    """A leaf's blob and tree entries (the blob's entry named ``leaf`` points at it)."""
+    entries: dict[str, TreeEntry] = {}
+    for d, (oid, is_tree) in _leaf_locations(items, packer).items():
+        name = "p" + d.hex()
+        entries[name] = (name, is_tree, oid)
     body = {
         "ids": [it.id for it in items],
         "turns": [it.canon for it in items],
@@ -184,9 +190,17 @@ class _Writer:
     """
 
     def __init__(
-        self, store: ObjectStore, packer: Packer | None, base: LeafBase | None = None, parent: Node | None = None
+        self,
+        store: ObjectStore,
+        packer: Packer | None,
+        base: LeafBase | None = None,
+        parent: Node | None = None,
+        locations: dict[bytes, Location] | None = None,
     ) -> None:
         self.store = store
+        # Filled, when given, with where the payloads of every leaf made are (in leaf
+        # order, first place wins: what payload_locations would read back).
+        self.locations = locations
         self.packer = packer if packer is not None else Packer(store)
         self.base = base  # the reopened leaf that the first leaf written may extend
         # A rebuild over a parent sequence: its leaves, while the new ones match them
@@ -224,6 +238,9 @@ class _Writer:
         for items in batch:
             self.done.append(self._leaf(items))
             self.written += 1
+            if self.locations is not None:
+                for d, loc in _leaf_locations(items, self.packer).items():
+                    self.locations.setdefault(d, loc)
         batch.clear()
 
     def _leaf(self, items: list[Item]) -> Node:
@@ -265,8 +282,9 @@ def _chunk(
     packer: Packer | None = None,
     base: LeafBase | None = None,
     parent: Node | None = None,
+    locations: dict[bytes, Location] | None = None,
 ) -> list[Node]:
-    w = _Writer(store, packer, base, parent)
+    w = _Writer(store, packer, base, parent, locations)
     out: list[Node] = []
     for it in items:
         w.add(it)
@@ -292,16 +310,21 @@ def _build_levels(store: ObjectStore, leaves: list[Node]) -> Node | None:
 
 
 def build(
-    store: ObjectStore, items: Iterable[Item], packer: Packer | None = None, parent: Node | None = None
+    store: ObjectStore,
+    items: Iterable[Item],
+    packer: Packer | None = None,
+    parent: Node | None = None,
+    locations: dict[bytes, Location] | None = None,
 ) -> Node | None:
     """Store a whole sequence; returns its root, or None when it is empty.
 
     ``packer`` receives the new payloads; pass one to continue a pack chain and to
     refer to payloads already stored (see :func:`payload_locations`). ``parent`` is the
     sequence this one replaces: where the new records continue its last leaf, the new
-    leaf is stored as a delta of that one.
+    leaf is stored as a delta of that one. ``locations``, when given, is filled with
+    what :func:`payload_locations` of the result would read.
     """
-    return _build_levels(store, _chunk(store, items, packer, parent=parent))
+    return _build_levels(store, _chunk(store, items, packer, parent=parent, locations=locations))
 
 
 # ------------------------------------------------------------------------------ reading
@@ -335,19 +358,30 @@ def node_of(store: ObjectStore, oid: bytes) -> Node:
 
 
 def leaves(store: ObjectStore, root: Node | None) -> list[Node]:
-    """Every leaf, left to right (reads interior trees only)."""
+    """Every leaf, left to right.
+
+    Reads interior trees only: every leaf is at the same depth (levels are built from
+    the leaves up), so the leftmost path tells the depth and the leaves themselves
+    are never opened. A tree that broke the rule would show up as a leaf that is not
+    one, an error when it is read (and in ``opal fsck``), never as a wrong sequence.
+    """
     if root is None:
         return []
-    out: list[Node] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        kids = _children(store, node.oid)
-        if kids is None:
-            out.append(node)
-        else:
-            stack.extend(reversed(kids))
-    return out
+    depth = 0
+    node = root
+    while (kids := _children(store, node.oid)) is not None:
+        depth += 1
+        node = kids[0]
+    level = [root]
+    for _ in range(depth):
+        nxt: list[Node] = []
+        for n in level:
+            kids = _children(store, n.oid)
+            if kids is None:
+                raise CorruptObjectError(f"sequence node {n.oid.hex()[:12]} is a leaf above the leaf level")
+            nxt.extend(kids)
+        level = nxt
+    return level
 
 
 def _hex_digest(oid: bytes, name: str) -> bytes:
@@ -361,10 +395,18 @@ def payload_locations(store: ObjectStore, root: Node | None) -> dict[bytes, Loca
     """Where every payload of a sequence is stored (reads the leaf trees, not the leaves)."""
     out: dict[bytes, Location] = {}
     for leaf in leaves(store, root):
-        for name, is_tree, child in store.read_tree(leaf.oid):
-            if name.startswith("p") and len(name) == 65:
-                out.setdefault(_hex_digest(leaf.oid, name), (child, is_tree))
+        for d, loc in leaf_payloads(store, leaf.oid).items():
+            out.setdefault(d, loc)
     return out
+
+
+def leaf_payloads(store: ObjectStore, oid: bytes) -> dict[bytes, Location]:
+    """The payload entries of one leaf tree."""
+    return {
+        _hex_digest(oid, name): (child, is_tree)
+        for name, is_tree, child in store.read_tree(oid)
+        if name.startswith("p") and len(name) == 65
+    }
 
 
 def _leaf_parts(store: ObjectStore, oid: bytes) -> tuple[bytes, int, dict[bytes, Location]]:

@@ -280,3 +280,31 @@ def test_damaged_delta_leaves_are_reported_not_misread():
         with pytest.raises(CorruptObjectError):
             sequence.read_leaf(store, oid)
             pytest.fail(why)
+
+
+def test_leaves_at_unequal_depths_are_an_error_not_a_wrong_sequence():
+    store = MemoryObjectStore()
+    lone = sequence.build(store, ITEMS[:1])  # a lone leaf is its own root
+    tall = sequence.build(store, ITEMS[:300])  # an interior node over leaves
+    assert sequence._children(store, lone.oid) is None and sequence._children(store, tall.oid) is not None
+
+    def node(*kids):
+        entries = [(f"{i:04d}-{k.items}-{k.turns}", True, k.oid) for i, k in enumerate(kids)]
+        return sequence.Node(store.write_tree(entries), sum(k.items for k in kids), sum(k.turns for k in kids))
+
+    with pytest.raises(CorruptObjectError):
+        sequence.leaves(store, node(tall, lone))
+    with pytest.raises(CorruptObjectError):
+        for leaf in sequence.leaves(store, node(lone, tall)):
+            sequence.read_leaf(store, leaf.oid)
+
+
+def test_a_build_reports_the_payload_locations_its_leaves_name(store):
+    packer = payloads.Packer(store)
+    first: dict = {}
+    root = sequence.build(store, ITEMS, packer, locations=first)
+    assert first == sequence.payload_locations(store, root) and len(first) == 3
+    # Rebuilt over a parent (leaves reused, one extended as a delta): still exact.
+    again: dict = {}
+    grown = sequence.build(store, ITEMS + [make_item(5, big=True)], packer, parent=root, locations=again)
+    assert again == sequence.payload_locations(store, grown)
