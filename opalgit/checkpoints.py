@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 
 from .adapters.base import TAIL_WINDOW, tail_hash
-from .fileio import replace_atomically
+from .fileio import keep_newest, replace_atomically
 
 #: Checkpoints kept (the newest by time); an older one is rarely resumed.
 KEEP = 64
@@ -63,22 +63,7 @@ def save(opal_dir: str, cp: Checkpoint) -> None:
         "state": cp.state.hex(),
     }
     replace_atomically(os.path.join(folder, _name(cp.agent, cp.session)), json.dumps(body).encode())
-    _prune(folder)
-
-
-def _prune(folder: str) -> None:
-    try:
-        names = [n for n in os.listdir(folder) if n.endswith(".json")]
-    except FileNotFoundError:
-        return
-    if len(names) <= KEEP:
-        return
-    aged = sorted(names, key=lambda n: os.path.getmtime(os.path.join(folder, n)))
-    for n in aged[: len(names) - KEEP]:
-        try:
-            os.unlink(os.path.join(folder, n))
-        except FileNotFoundError:
-            pass
+    keep_newest(folder, KEEP, ".json")
 
 
 def load(opal_dir: str, agent: str, session: str) -> Checkpoint | None:

@@ -42,3 +42,26 @@ def replace_atomically(path: str, data: bytes, *, mode: int | None = None) -> No
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def keep_newest(folder: str, keep: int, suffix: str = "") -> None:
+    """Delete all but the ``keep`` most recently modified files of ``folder`` whose
+    names end with ``suffix`` (local caches and hints that bound their own size)."""
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(suffix)]
+    except OSError:
+        return
+    if len(names) <= keep:
+        return
+
+    def age(name: str) -> float:
+        try:
+            return os.path.getmtime(os.path.join(folder, name))
+        except OSError:
+            return 0.0  # gone already: first in line
+
+    for name in sorted(names, key=age)[: len(names) - keep]:
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass

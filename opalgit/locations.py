@@ -20,7 +20,7 @@ import hashlib
 import os
 
 from . import sequence
-from .fileio import replace_atomically
+from .fileio import keep_newest, replace_atomically
 from .payloads import Location
 from .store import ObjectStore
 
@@ -56,21 +56,9 @@ def save(opal_dir: str, root: bytes, locations: dict[bytes, Location]) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
         replace_atomically(os.path.join(folder, root.hex()), MAGIC + hashlib.sha256(body).digest() + body)
-        _prune(folder)
+        keep_newest(folder, KEEP)
     except OSError:
         pass  # a cache that cannot be written is only a slower next commit
-
-
-def _prune(folder: str) -> None:
-    names = os.listdir(folder)
-    if len(names) <= KEEP:
-        return
-    aged = sorted(names, key=lambda n: os.path.getmtime(os.path.join(folder, n)))
-    for n in aged[: len(names) - KEEP]:
-        try:
-            os.unlink(os.path.join(folder, n))
-        except OSError:
-            pass
 
 
 _recent: dict[bytes, dict[bytes, Location]] = {}  # this process's last answers, by root
