@@ -39,7 +39,36 @@ def object_id(obj_type: int, data: bytes) -> bytes:
 _ZSTD_MAGICS = (b"OPZ1", b"OPK1", b"OPD1")
 
 
-def write_loose(objects_dir: str, oid: bytes, obj_type: int, data: bytes) -> bool:
+def shared_mode(mode: int, shared: tuple[str, int] | None, *, is_dir: bool) -> int:
+    """The permissions git gives a new file or folder of a repository with
+    ``core.sharedRepository`` set (git's ``adjust_shared_perm``): ``shared`` is
+    ("add", bits) for group/all, ("exact", bits) for an octal value, None for umask."""
+    if shared is None:
+        return mode
+    kind, tweak = shared
+    if not mode & 0o200:
+        tweak &= ~0o222
+    if mode & 0o100:
+        tweak |= (tweak & 0o444) >> 2  # folders: whoever may read may enter
+    new = (mode & ~0o7777) | tweak if kind == "exact" else mode | tweak
+    return new | 0o2000 if is_dir else new
+
+
+def parse_shared(value: str | None) -> tuple[str, int] | None:
+    """``core.sharedRepository`` as git reads it."""
+    v = (value or "").strip().lower()
+    if v in ("group", "true", "yes", "on", "1"):
+        return ("add", 0o660)
+    if v in ("all", "world", "everybody", "2"):
+        return ("add", 0o664)
+    if len(v) > 1 and v.startswith("0") and all(c in "01234567" for c in v):
+        return ("exact", int(v, 8) | 0o600)
+    return None
+
+
+def write_loose(
+    objects_dir: str, oid: bytes, obj_type: int, data: bytes, *, shared: tuple[str, int] | None = None
+) -> bool:
     """Write one loose object the way git does; returns False when it existed already.
 
     The file is written under a temporary name beside its final one and renamed, so
@@ -52,7 +81,12 @@ def write_loose(objects_dir: str, oid: bytes, obj_type: int, data: bytes) -> boo
     path = os.path.join(folder, h[2:])
     if os.path.exists(path):
         return False
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.mkdir(folder)
+        if shared is not None:
+            os.chmod(folder, shared_mode(os.stat(folder).st_mode & 0o7777, shared, is_dir=True))
+    except FileExistsError:
+        pass
     # Loose objects are few and small (trees, commits): git's default level.
     level = 0 if data[:4] in _ZSTD_MAGICS else zlib.Z_DEFAULT_COMPRESSION
     raw = zlib.compress(TYPE_NAMES[obj_type] + b" %d\x00" % len(data) + data, level)

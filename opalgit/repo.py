@@ -112,6 +112,17 @@ def _simple_layout(git_dir: str, common_dir: str, *, bare: bool) -> bool:
     return True
 
 
+def _shared(common_dir: str) -> tuple[str, int] | None:
+    """The repository's ``core.sharedRepository``, for the permissions of what opal writes."""
+    from . import configfile
+    from .packfile import parse_shared
+
+    try:
+        return parse_shared(configfile.get(os.path.join(common_dir, "config"), "core.sharedRepository"))
+    except configfile.Unsupported:
+        return None  # a config beyond the plain reader: its layout went to libgit2 as well
+
+
 class Repository:
     """An opal store inside a git repository.
 
@@ -147,7 +158,7 @@ class Repository:
         if own:
             self.workdir = os.path.dirname(self.git_dir.rstrip("/"))
         self.opal_dir = os.path.join(self.common_dir, "opal")
-        self.store = GitObjectStore(lambda: self.git, os.path.join(self.common_dir, "objects"))
+        self.store = GitObjectStore(lambda: self.git, os.path.join(self.common_dir, "objects"), shared=_shared(self.common_dir))
         self.refs = RefStore(lambda: self.git, self.git_dir, self.common_dir)
 
     def _open_git(self, git_dir: str) -> None:

@@ -256,11 +256,20 @@ class GitObjectStore(ObjectStore):
     libgit2 instead, which is opened on first need.
     """
 
-    def __init__(self, git: "pygit2.Repository | Callable[[], pygit2.Repository]", objects_dir: str) -> None:
+    def __init__(
+        self,
+        git: "pygit2.Repository | Callable[[], pygit2.Repository]",
+        objects_dir: str,
+        *,
+        shared: tuple[str, int] | None = None,
+    ) -> None:
         super().__init__()
         # A pygit2 repository, or a function that opens one when it is first needed.
         self._git = git
         self.objects_dir = objects_dir
+        # core.sharedRepository, which git (not libgit2) applies to the folders of new
+        # loose objects so that the group can write there too: opal does as git does.
+        self.shared = shared
         self.files: odb.FileObjectDatabase | None
         try:
             self.files = odb.FileObjectDatabase(objects_dir)
@@ -314,6 +323,6 @@ class GitObjectStore(ObjectStore):
     def _write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
         if len(objects) < PACK_THRESHOLD:
             for oid, t, d in objects:
-                packfile.write_loose(self.objects_dir, oid, t, d)
+                packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
             return
         packfile.write_pack(os.path.join(self.objects_dir, "pack"), objects, len(objects))

@@ -208,3 +208,31 @@ def test_the_committer_is_the_users_git_identity_with_or_without_git(project, ho
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
     sig = Repository.discover(project).signature()
     assert (sig.name, sig.email) == ("opal", "opal@localhost")
+
+
+@pytest.mark.parametrize("setting, folder_mode", [("group", 0o2775), ("all", 0o2775), ("0660", 0o2770)])
+def test_a_shared_repository_gets_the_folder_permissions_git_gives(project, home, setting, folder_mode):
+    """core.sharedRepository: git makes new object folders writable by the group;
+    opal writes its loose objects as git does (libgit2 does not)."""
+    from tests.core.test_porcelain import place
+
+    project = str(project)
+    objects = os.path.join(project, ".git", "objects")
+    git("config", "core.sharedRepository", setting, cwd=project)
+    before = set(os.listdir(objects))  # made by git before the setting
+    old_umask = os.umask(0o022)
+    try:
+        porcelain.init(project)
+        place(home, project, lines=20)
+        res = porcelain.commit(Repository.discover(project), {"HOME": str(home)}, project)
+        probe = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="a shared probe\n", text=True,
+                               cwd=project, capture_output=True, check=True).stdout.strip()
+    finally:
+        os.umask(old_umask)
+    assert res.new_items > 0
+    made = [d for d in os.listdir(objects) if len(d) == 2 and d not in before]
+    modes = {os.stat(os.path.join(objects, d)).st_mode & 0o7777 for d in made}
+    assert modes == {folder_mode}, (setting, sorted(oct(m) for m in modes))
+    if probe[:2] not in before:  # git's own, for comparison
+        assert os.stat(os.path.join(objects, probe[:2])).st_mode & 0o7777 == folder_mode
+    assert git("fsck", "--full", "--strict", cwd=project).returncode == 0
