@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from . import oplog
-from .errors import NothingToDoError, RevisionError
+from .errors import CorruptObjectError, NothingToDoError, RevisionError
 from .refs import NAMESPACE
 from .repo import Repository
 
@@ -65,11 +65,13 @@ class CodeCommit:
 
 
 def _code(repo: Repository, oid: bytes) -> CodeCommit:
-    obj = repo.git.get(oid.hex())
-    if obj is None or getattr(obj, "type_str", "") != "commit":
-        raise RevisionError(f"{oid.hex()[:12]} is not a commit of this repository")
-    subject = (obj.message or "").split("\n", 1)[0].strip()
-    return CodeCommit(obj.id.raw, subject, int(obj.commit_time), tuple(p.raw for p in obj.parent_ids))
+    # Read as any object is (from git's files; libgit2 only where they cannot be).
+    try:
+        c = repo.store.read_commit(oid)
+    except CorruptObjectError:  # missing, or another kind of object
+        raise RevisionError(f"{oid.hex()[:12]} is not a commit of this repository") from None
+    subject = c.message.split("\n", 1)[0].strip()
+    return CodeCommit(oid, subject, c.committer.time, c.parents)
 
 
 def code_commit(repo: Repository, rev: str) -> CodeCommit:
@@ -91,9 +93,15 @@ def code_commit(repo: Repository, rev: str) -> CodeCommit:
 
 def head_commit(repo: Repository) -> CodeCommit | None:
     """The worktree's current code commit, or None on an unborn branch."""
-    if repo.own or repo.git.head_is_unborn:
+    if repo.own:
         return None
-    return _code(repo, repo.git.head.target.raw)
+    try:
+        oid = repo.refs.code_head()  # from the files: a post-commit hook need not load libgit2
+    except LookupError:
+        if repo.git.head_is_unborn:
+            return None
+        oid = repo.git.head.target.raw
+    return _code(repo, oid) if oid is not None else None
 
 
 # ------------------------------------------------------------------ reading links

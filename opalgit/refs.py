@@ -188,6 +188,23 @@ class RefStore:
                 out[f"{rel}/{f}"] = target
         return dict(sorted(out.items()))
 
+    def code_head(self) -> bytes | None:
+        """The commit the worktree's git ``HEAD`` names (None: an unborn branch), read
+        from the files; raises :class:`LookupError` where libgit2 should answer."""
+        if not self._files:
+            raise LookupError("refs are read through libgit2 here")
+        try:
+            with open(os.path.join(self.git_dir, "HEAD"), "rb") as fh:
+                text = fh.read(512).strip()
+            if not text.startswith(b"ref: "):
+                return _loose_target(text)  # a detached HEAD
+            name = text[5:].decode("utf-8")
+            if not name.startswith("refs/heads/"):
+                raise LookupError(f"HEAD points at {name}")
+            return self._file_get(name)
+        except (OSError, UnicodeDecodeError, _LeaveToLibgit2):
+            raise LookupError("HEAD is not a plain file or ref") from None
+
     def branches(self) -> dict[str, bytes]:
         return {n[len(BRANCH_PREFIX) :]: oid for n, oid in self.all().items() if n.startswith(BRANCH_PREFIX)}
 

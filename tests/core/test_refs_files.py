@@ -236,3 +236,37 @@ def test_a_shared_repository_gets_the_folder_permissions_git_gives(project, home
     if probe[:2] not in before:  # git's own, for comparison
         assert os.stat(os.path.join(objects, probe[:2])).st_mode & 0o7777 == folder_mode
     assert git("fsck", "--full", "--strict", cwd=project).returncode == 0
+
+
+def test_the_code_head_is_read_as_git_reads_it(project, tmp_path):
+    """HEAD on a branch (loose, then packed), detached, in a worktree, and unborn."""
+    from opalgit import links
+
+    project = str(project)
+    porcelain.init(project)
+
+    def commit(msg: str, cwd: str = project) -> str:
+        git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", msg, cwd=cwd)
+        return git("rev-parse", "HEAD", cwd=cwd).stdout.strip()
+
+    def head(cwd: str = project):
+        repo = Repository.discover(cwd)
+        got = links.head_commit(repo)
+        assert repo._git is None, "read without libgit2"
+        return got
+
+    first = commit("first code commit")
+    h = head()
+    assert h.oid.hex() == first and h.subject == "first code commit"
+    git("pack-refs", "--all", cwd=project)
+    assert head().oid.hex() == first
+    second = commit("second")
+    assert head().parents == (bytes.fromhex(first),) and head().oid.hex() == second
+    git("checkout", "-q", "--detach", first, cwd=project)
+    assert head().oid.hex() == first
+    git("checkout", "-q", "-", cwd=project)
+    wt = str(tmp_path / "wt")
+    git("worktree", "add", "-q", "-b", "other", wt, first, cwd=project)
+    assert head(wt).oid.hex() == first and head().oid.hex() == second
+    git("checkout", "-q", "--orphan", "fresh", cwd=project)
+    assert head() is None
