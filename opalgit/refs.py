@@ -19,6 +19,7 @@ can never lose each other's work.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .errors import ConflictError, RevisionError, UsageError
@@ -265,6 +266,14 @@ class RefStore:
             return
         err = " ".join(ln.strip() for ln in proc.stderr.splitlines() if ln.strip())
         err = err.removeprefix("fatal: ").removeprefix("error: ")
+        clash = re.search(r"'(refs/[^']+)' exists; cannot create '(refs/[^']+)'", err)
+        if clash is not None or "blocking reference" in err:
+            # git keeps refs as files: "x" and "x/y" cannot both exist.
+            there, wanted = clash.groups() if clash else ("a ref below it", next(iter(names)))
+            raise UsageError(
+                f"{_short_ref(wanted)} cannot exist beside {_short_ref(there)}",
+                hint="git stores a ref as a file, so 'x' and 'x/y' cannot both exist; choose another name",
+            )
         if "but expected" in err or "already exists" in err or "unable to resolve reference" in err:
             bad = next((n for n in names if f"'{n}'" in err), names[0])
             raise ConflictError(

@@ -270,3 +270,18 @@ def test_the_code_head_is_read_as_git_reads_it(project, tmp_path):
     assert head(wt).oid.hex() == first and head().oid.hex() == second
     git("checkout", "-q", "--orphan", "fresh", cwd=project)
     assert head() is None
+
+
+def test_a_ref_beside_its_own_folder_is_a_clear_usage_error(project):
+    from opalgit.errors import UsageError
+
+    project = str(project)
+    (a,) = (bytes.fromhex(x) for x in ids(project, 1))
+    git_dir = os.path.join(project, ".git")
+    refs = RefStore(lambda: pygit2.Repository(git_dir), git_dir, git_dir)
+    refs.update({"refs/opal/heads/a": (None, a), "refs/opal/heads/x/y": (None, a)}, "create")
+    for name, beside in (("refs/opal/heads/a/b", "branch a"), ("refs/opal/heads/x", "branch x/y")):
+        with pytest.raises(UsageError) as err:
+            refs.update({name: (None, a)}, "clash")
+        assert beside in str(err.value) and "choose another name" in err.value.hint
+    assert set(refs.all()) == {"refs/opal/heads/a", "refs/opal/heads/x/y"}
