@@ -11,7 +11,7 @@ came from. A commit of that session, on a branch still at that state, whose file
 still begins with those bytes, keeps the state's records for the file's first
 lines and adds only what follows (:func:`porcelain.commit`).
 
-Checkpoints are local hints, one small JSON file per exported session under
+Checkpoints are local hints, one small JSON file per exported session file under
 ``<git-common-dir>/opal/exports/``; deleting them costs only storage. Nothing in
 them is trusted without the checks above.
 """
@@ -45,8 +45,10 @@ def _folder(opal_dir: str) -> str:
     return os.path.join(opal_dir, "exports")
 
 
-def _name(agent: str, session: str) -> str:
-    return hashlib.sha256(f"{agent}:{session}".encode()).hexdigest()[:32] + ".json"
+def _name(agent: str, path: str) -> str:
+    # By file, not by session id: a file given with --file is known by its path (a
+    # Codex rollout's name is not its session id).
+    return hashlib.sha256(f"{agent}:{os.path.abspath(path)}".encode()).hexdigest()[:32] + ".json"
 
 
 def save(opal_dir: str, cp: Checkpoint) -> None:
@@ -62,13 +64,14 @@ def save(opal_dir: str, cp: Checkpoint) -> None:
         "tail": cp.tail.hex(),
         "state": cp.state.hex(),
     }
-    replace_atomically(os.path.join(folder, _name(cp.agent, cp.session)), json.dumps(body).encode())
+    replace_atomically(os.path.join(folder, _name(cp.agent, cp.path)), json.dumps(body).encode())
     keep_newest(folder, KEEP, ".json")
 
 
-def load(opal_dir: str, agent: str, session: str) -> Checkpoint | None:
+def load(opal_dir: str, agent: str, path: str) -> Checkpoint | None:
+    """The checkpoint of the session file at ``path`` written for ``agent``, if any."""
     try:
-        with open(os.path.join(_folder(opal_dir), _name(agent, session)), "rb") as fh:
+        with open(os.path.join(_folder(opal_dir), _name(agent, path)), "rb") as fh:
             body = json.loads(fh.read())
         cp = Checkpoint(
             agent=str(body["agent"]),
@@ -81,7 +84,7 @@ def load(opal_dir: str, agent: str, session: str) -> Checkpoint | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no checkpoint, or one that is damaged: the commit reads the file as new
-    return cp if (cp.agent, cp.session) == (agent, session) else None
+    return cp if (cp.agent, cp.path) == (agent, os.path.abspath(path)) else None
 
 
 def tail_of(data: bytes) -> bytes:

@@ -188,7 +188,7 @@ def _continues_export(repo: Repository, agent: str, f, state: "State", result: R
     """
     from . import checkpoints
 
-    cp = checkpoints.load(repo.opal_dir, agent, f.id)
+    cp = checkpoints.load(repo.opal_dir, agent, f.path)
     if cp is None or cp.state != state.oid or cp.records != state.header.items or not cp.records:
         return 0
     if not checkpoints.still_holds(cp, f.path) or not result.views or len(result.views) != 1:

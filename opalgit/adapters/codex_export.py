@@ -71,7 +71,7 @@ def export(req: ExportRequest) -> ExportResult:
     writer = _Writer(req)
     body = writer.run()
     return ExportResult(files=[(path, body)], session_id=req.session_id,
-                        resume=["codex", "resume", req.session_id], report=writer.report)
+                        resume=["codex", "resume", req.session_id], report=writer.report, prefix=writer.aligned)
 
 
 class _Writer:
@@ -102,7 +102,10 @@ class _Writer:
         meta = {"id": req.session_id, "timestamp": _iso(req.now_ms), "cwd": req.cwd, "originator": ORIGINATOR,
                 "cli_version": version, "source": "cli"}
         self.lines.append({"timestamp": _iso(req.now_ms), "type": "session_meta", "payload": meta})
-        for et in req.turns:
+        # The first ``aligned`` lines stand for the first records one for one: the new
+        # session_meta for the stored one it replaces, then one line per record.
+        self.aligned = 0
+        for i, et in enumerate(req.turns):
             turn = et.turn
             if turn.agent == AGENT and (turn.has_record or isinstance(turn.line, bytes)):
                 self._native(turn)
@@ -110,6 +113,8 @@ class _Writer:
                 raise InputError("a codex turn has unresolved payloads; resolve it before exporting")
             else:
                 self._foreign(turn, et.normal)
+            if self.aligned == i and len(self.lines) == i + 1 and turn.agent == AGENT:
+                self.aligned = i + 1
         self._close_task(None)
         self._synthesize_dangling()
         self._ui_events()
@@ -153,6 +158,7 @@ class _Writer:
             return
         out: list[dict | bytes] = []
         added = 0
+        first_added = len(self.lines)
         for ln in self.lines:
             out.append(ln)
             if not (isinstance(ln, dict) and ln.get("type") == "response_item"):
@@ -171,9 +177,11 @@ class _Writer:
             else:
                 event = {"type": "agent_message", "message": text}
             out.append({"timestamp": ln.get("timestamp") or _iso(self.req.now_ms), "type": "event_msg", "payload": event})
+            first_added = min(first_added, len(out) - 1)
             added += 1
         if added:
             self.lines = out
+            self.aligned = min(self.aligned, first_added)  # the lines before the first event are as they were
             self.report.convert("ui_event:added", added)
 
     def _line(self, kind: str, payload: dict, t: int | None = None) -> None:
@@ -404,6 +412,8 @@ class _Writer:
     def _synthesize_dangling(self) -> None:
         # Right after each unanswered call, latest first so earlier positions stay valid.
         dangling = sorted((pos, cid) for cid, pos in self.call_pos.items() if cid not in self.answered)
+        if dangling:
+            self.aligned = min(self.aligned, dangling[0][0] + 1)  # lines after it move down
         for pos, cid in reversed(dangling):
             line = self.lines[pos]
             ts = line.get("timestamp") if isinstance(line, dict) else None

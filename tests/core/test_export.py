@@ -167,3 +167,39 @@ def test_exports_that_change_the_records_leave_no_checkpoint(repo, project, tmp_
     else:
         exporting.export(repo, env, to="codex", cwd=str(project))
     assert not os.path.isdir(os.path.join(repo.opal_dir, "exports"))
+
+
+@pytest.mark.parametrize("fixture, kept", [
+    ("agent-sessions/large.jsonl", True),  # legacy rollout, one session_meta
+    ("agent-sessions/codex_050_legacy.jsonl", True),
+    # Resumed six times: the later session_metas are left out, so lines and records
+    # part after the second one, and the file is read as new (as before checkpoints).
+    ("agent-sessions/small.jsonl", False),
+])
+def test_a_resumed_codex_export_is_kept_the_same_way(project, home, tmp_path, fixture, kept):
+    """Codex appends to the rollout it resumes; a same-agent export writes the new
+    session_meta in place of the stored one, then one line per record."""
+    import shutil
+
+    from tests.conftest import FIXTURES as F
+
+    project_s = str(project)
+    porcelain.init(project_s)
+    repo = Repository.discover(project_s)
+    src = str(tmp_path / "rollout-src.jsonl")
+    shutil.copy(os.path.join(F, "codex", fixture), src)
+    env = {"HOME": str(home), "CODEX_HOME": str(tmp_path / "codex")}
+    first = porcelain.commit(repo, env, project_s, file=src, agent="codex")
+    out = exporting.export(repo, env, to="codex", cwd=project_s)
+    lines = open(out.files[0], "rb").read().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    with open(out.files[0], "ab") as fh:  # what codex appends on resume: more items
+        for n in range(2):
+            fh.write(json.dumps({"timestamp": last.get("timestamp"), "type": "response_item", "payload": {
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": f"next {n}"}]}}).encode() + b"\n")
+    res = porcelain.commit(repo, env, project_s, file=out.files[0], agent="codex")
+    continued = any("continues the export" in n for n in res.notes)
+    assert continued is kept, (res.notes, out.report.converted)
+    if kept:
+        assert res.items == first.items + res.new_items and res.new_items >= 2
+        assert stored_ids(repo, "HEAD")[: first.items] == stored_ids(repo, "HEAD~1")
