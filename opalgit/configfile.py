@@ -75,18 +75,19 @@ def _section(line: str) -> tuple[str, str | None]:
     return inner.lower(), None
 
 
-def get(path: str, key: str) -> str | None:
-    """The last value of ``key`` in the file at ``path`` (None when unset or no file)."""
-    want = _split_key(key)
+def entries(path: str) -> list[tuple[str, str | None, str, str | None]]:
+    """Every ``(section, subsection, key, raw value)`` of the file in order (section
+    and key lower-cased; the raw value None for a bare key), none when there is no
+    file. :func:`value` reads a raw value: only the values asked for are parsed."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except FileNotFoundError:
-        return None
+        return []
     except UnicodeDecodeError:
         raise Unsupported("not UTF-8") from None
     section: tuple[str, str | None] = ("", None)
-    found: str | None = None
+    out: list[tuple[str, str | None, str, str | None]] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#;":
@@ -96,8 +97,21 @@ def get(path: str, key: str) -> str | None:
             if section[0] in ("include", "includeif"):
                 raise Unsupported("includes")
             continue
-        name, eq, value = line.partition("=")
-        name = name.strip().lower()
-        if (section[0], section[1], name) == want:
-            found = _value(value) if eq else "true"  # a bare key is boolean true
+        name, eq, rest = line.partition("=")
+        out.append((section[0], section[1], name.strip().lower(), rest if eq else None))
+    return out
+
+
+def value(raw: str | None) -> str:
+    """A raw value from :func:`entries` as git reads it (a bare key is boolean true)."""
+    return "true" if raw is None else _value(raw)
+
+
+def get(path: str, key: str) -> str | None:
+    """The last value of ``key`` in the file at ``path`` (None when unset or no file)."""
+    want = _split_key(key)
+    found: str | None = None
+    for section, sub, name, raw in entries(path):
+        if (section, sub, name) == want:
+            found = value(raw)
     return found

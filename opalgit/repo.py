@@ -83,44 +83,43 @@ def _common_dir(git_dir: str) -> str:
     return git_dir
 
 
-def _simple_layout(git_dir: str, common_dir: str, *, bare: bool) -> bool:
-    """Whether the work tree and object database are where they usually are, so the
+def _layout(git_dir: str, common_dir: str, *, bare: bool) -> tuple[bool, tuple[str, int] | None]:
+    """Read the repository's config once for two answers.
+
+    Whether the work tree and object database are where they usually are, so the
     repository can be read without libgit2: the user owns it (libgit2 applies git's
     ``safe.directory`` rules otherwise), and its config moves nothing (no
     ``core.worktree``, no includes, no extensions such as SHA-256 or reftable, and
-    ``core.bare`` as expected)."""
-    try:
-        if os.stat(git_dir).st_uid != os.geteuid():
-            return False
-        with open(os.path.join(common_dir, "config"), "rb") as fh:
-            config = fh.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
-        return False
-    section = ""
-    for raw in config.splitlines():
-        line = raw.split("#", 1)[0].split(";", 1)[0].strip().lower()
-        if line.startswith("["):
-            section = line.strip("[]").split()[0].strip('"') if line.strip("[]").split() else ""
-            if section.startswith(("include", "extensions")):
-                return False
-            continue
-        key, _, value = (part.strip() for part in line.partition("="))
-        if section == "core" and key == "worktree":
-            return False
-        if section == "core" and key == "bare" and (value in ("true", "yes", "on", "1", "")) != bare:
-            return False
-    return True
-
-
-def _shared(common_dir: str) -> tuple[str, int] | None:
-    """The repository's ``core.sharedRepository``, for the permissions of what opal writes."""
+    ``core.bare`` as expected). And its ``core.sharedRepository``, for the
+    permissions of what opal writes.
+    """
     from . import configfile
     from .packfile import parse_shared
 
+    path = os.path.join(common_dir, "config")
     try:
-        return parse_shared(configfile.get(os.path.join(common_dir, "config"), "core.sharedRepository"))
-    except configfile.Unsupported:
-        return None  # a config beyond the plain reader: its layout went to libgit2 as well
+        found = configfile.entries(path) if os.path.isfile(path) else None
+    except (OSError, configfile.Unsupported):
+        found = None  # a config beyond the plain reader: libgit2 reads this repository
+    if found is None:
+        return False, None
+    simple = True
+    shared: str | None = None
+    for section, _sub, key, raw in found:
+        if section == "extensions":
+            simple = False
+        elif section == "core" and key == "worktree":
+            simple = False
+        elif section == "core" and key == "bare":
+            if (configfile.value(raw).lower() in ("true", "yes", "on", "1", "")) != bare:
+                simple = False
+        elif section == "core" and key == "sharedrepository":
+            shared = configfile.value(raw)
+    try:
+        owned = os.stat(git_dir).st_uid == os.geteuid()
+    except OSError:
+        owned = False
+    return simple and owned, parse_shared(shared)
 
 
 class Repository:
@@ -140,9 +139,14 @@ class Repository:
         plain = os.path.isfile(os.path.join(git_dir, "HEAD"))
         common_dir = _common_dir(git_dir) if plain else git_dir
         plain = plain and os.path.isdir(os.path.join(common_dir, "objects"))
-        if not (plain and _simple_layout(git_dir, common_dir, bare=own)):
+        simple, shared = _layout(git_dir, common_dir, bare=own) if plain else (False, None)
+        if not simple:
             self._open_git(git_dir)  # libgit2 decides where things are, and checks ownership
-            git_dir = os.path.abspath(self.git.path)
+            where = os.path.abspath(self.git.path).rstrip(os.sep)
+            common = _common_dir(where)
+            if not plain or common != common_dir:  # the config read above was not this one's
+                shared = _layout(where, common, bare=own)[1]
+            git_dir, common_dir = where, common
             self.workdir = self.git.workdir.rstrip("/") if self.git.workdir and not own else None
         else:
             # A plain layout: the work tree holds the ``.git`` (or, for a linked
@@ -154,11 +158,11 @@ class Repository:
             else:
                 self.workdir = os.path.dirname(git_dir.rstrip(os.sep))
         self.git_dir = git_dir.rstrip(os.sep)
-        self.common_dir = _common_dir(self.git_dir)
+        self.common_dir = common_dir
         if own:
             self.workdir = os.path.dirname(self.git_dir.rstrip("/"))
         self.opal_dir = os.path.join(self.common_dir, "opal")
-        self.store = GitObjectStore(lambda: self.git, os.path.join(self.common_dir, "objects"), shared=_shared(self.common_dir))
+        self.store = GitObjectStore(lambda: self.git, os.path.join(self.common_dir, "objects"), shared=shared)
         self.refs = RefStore(lambda: self.git, self.git_dir, self.common_dir)
 
     def _open_git(self, git_dir: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from opalgit import porcelain
 from opalgit.refs import RefStore
-from opalgit.repo import Repository, _simple_layout
+from opalgit.repo import Repository, _layout
 from tests.conftest import git
 
 
@@ -121,7 +121,7 @@ def test_layouts_left_to_libgit2(tmp_path, config, simple):
     git_dir = tmp_path / ".git"
     git_dir.mkdir()
     (git_dir / "config").write_text(config)
-    assert _simple_layout(str(git_dir), str(git_dir), bare=False) is simple
+    assert _layout(str(git_dir), str(git_dir), bare=False)[0] is simple
 
 
 def test_a_repository_owned_by_someone_else_is_left_to_libgit2(tmp_path, monkeypatch):
@@ -129,7 +129,7 @@ def test_a_repository_owned_by_someone_else_is_left_to_libgit2(tmp_path, monkeyp
     git_dir.mkdir()
     (git_dir / "config").write_text("[core]\n\tbare = false\n")
     monkeypatch.setattr(os, "geteuid", lambda: os.stat(git_dir).st_uid + 1)
-    assert not _simple_layout(str(git_dir), str(git_dir), bare=False)
+    assert not _layout(str(git_dir), str(git_dir), bare=False)[0]
 
 
 def test_read_commands_do_not_load_libgit2(project, home):
