@@ -114,6 +114,7 @@ class FileObjectDatabase:
             raise Unsupported("the repository borrows objects from alternates")
         self._packs: list[_Pack] = []
         self._pack_names: set[str] = set()
+        self._pack_dir_stamp: int | None = None
         self._scan()
 
     def _scan(self) -> bool:
@@ -121,9 +122,17 @@ class FileObjectDatabase:
         Returns whether any was new."""
         pack_dir = os.path.join(self.objects_dir, "pack")
         try:
+            # Every lookup that misses comes here (a commit checks each new object
+            # before writing it): list the folder only when it changed. Should two
+            # changes share a timestamp, a miss is only a second copy written, or a
+            # read that libgit2 answers.
+            stamp = os.stat(pack_dir).st_mtime_ns
+            if stamp == self._pack_dir_stamp:
+                return False
             names = os.listdir(pack_dir)
         except FileNotFoundError:
             return False
+        self._pack_dir_stamp = stamp
         new = False
         for name in sorted(names):
             if name.endswith(".idx") and name not in self._pack_names:
