@@ -23,7 +23,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from .adapters.base import TAIL_WINDOW, tail_hash
+from .adapters.base import begins_with
 from .fileio import keep_newest, replace_atomically
 
 #: Checkpoints kept (the newest by time); an older one is rarely resumed.
@@ -87,15 +87,9 @@ def load(opal_dir: str, agent: str, path: str) -> Checkpoint | None:
     return cp if (cp.agent, cp.path) == (agent, os.path.abspath(path)) else None
 
 
-def tail_of(data: bytes) -> bytes:
-    """:func:`tail_hash` of a file that holds exactly ``data``."""
-    return hashlib.sha256(data[max(0, len(data) - TAIL_WINDOW) :]).digest()
-
-
 def still_holds(cp: Checkpoint, path: str) -> bool:
     """Whether the file at ``path`` still begins with what the export wrote."""
     try:
-        size = os.path.getsize(path)
+        return os.path.abspath(path) == os.path.abspath(cp.path) and begins_with(path, cp.size, cp.tail)
     except OSError:
         return False
-    return os.path.abspath(path) == os.path.abspath(cp.path) and size >= cp.size and tail_hash(path, cp.size) == cp.tail

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from . import adapters, checkpoints, redaction, sequence
-from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport
+from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport, tail_digest
 from .budget import fit
 from .errors import ConflictError, UsageError
 from .fileio import replace_atomically
@@ -173,7 +173,7 @@ def _checkpoint(repo: Repository, agent: str, session, result: ExportResult, rep
     path, data = result.files[0]
     checkpoints.save(repo.opal_dir, checkpoints.Checkpoint(
         agent=agent, session=result.session_id, path=os.path.abspath(path), size=len(data), records=records,
-        tail=checkpoints.tail_of(data), state=state,
+        tail=tail_digest(data), state=state,
     ))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from . import adapters, oplog, sequence
-from .adapters.base import ReadResult, SessionFile, tail_hash
+from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
     NothingToDoError,
@@ -267,8 +267,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         and not state.header.extra.get("detached")
     )
     if same and prev_src is not None:
-        size = os.path.getsize(f.path)
-        if size >= prev_src.size and tail_hash(f.path, prev_src.size) == prev_src.tail:
+        if begins_with(f.path, prev_src.size, prev_src.tail):
             result = ad.read(f.path, start=prev_src.size, first_line=prev_src.lines + 1, state=prev_src.state)
             incremental = result.extends
             if not incremental:

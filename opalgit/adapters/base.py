@@ -337,7 +337,18 @@ def tail_hash(path: str, end: int) -> bytes:
         data = fh.read(end - start)
     if len(data) != end - start:
         return b""
-    return hashlib.sha256(data).digest()
+    return tail_digest(data)
+
+
+def tail_digest(data: bytes) -> bytes:
+    """:func:`tail_hash` of a file that holds exactly ``data``."""
+    return hashlib.sha256(data[max(0, len(data) - TAIL_WINDOW) :]).digest()
+
+
+def begins_with(path: str, size: int, tail: bytes) -> bool:
+    """Whether the file at ``path`` still begins with the ``size`` bytes whose
+    :func:`tail_hash` was ``tail`` (what an earlier read or write left there)."""
+    return os.path.getsize(path) >= size and tail_hash(path, size) == tail
 
 
 def trailing_partial(path: str, end: int) -> bool:
