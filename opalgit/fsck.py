@@ -54,6 +54,7 @@ class _Checker:
         self.r = report
         self.seen_commits: set[bytes] = set()
         self.seen_nodes: dict[bytes, tuple[int, int]] = {}
+        self.heights: dict[bytes, int] = {}  # levels from a node down to its leaves
         self.seen_payloads: set[tuple[bytes, tuple[bytes, bool]]] = set()
 
     def problem(self, text: str) -> None:
@@ -76,7 +77,6 @@ class _Checker:
                 header = StateHeader.decode(codec.unframe(self.store.read_blob(entries[STATE_BLOB][1])))
                 if TURNS_TREE in entries:
                     items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
-                    self.levels(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
                 else:
                     items = turns = 0
                 if PACKS_TREE in entries:
@@ -101,6 +101,7 @@ class _Checker:
         kids = sequence._children(self.store, oid)
         if kids is None:
             counts = self.leaf(oid, where)
+            self.heights[oid] = 0
         else:
             items = turns = 0
             for kid in kids:
@@ -110,23 +111,14 @@ class _Checker:
                 items += got[0]
                 turns += got[1]
             counts = (items, turns)
+            # Every leaf at the same depth: what readers rely on to list the leaves
+            # without opening them (sequence.leaves).
+            below = {self.heights[kid.oid] for kid in kids}
+            if len(below) > 1:
+                self.problem(f"{where}: sequence node {oid.hex()[:12]} has leaves at depths {sorted(h + 1 for h in below)}")
+            self.heights[oid] = max(below) + 1
         self.seen_nodes[oid] = counts
         return counts
-
-    def levels(self, root: bytes, where: str) -> None:
-        """Every leaf at the same depth: what readers rely on to list the leaves
-        without opening them (:func:`sequence.leaves`)."""
-        depths: set[int] = set()
-        stack = [(root, 0)]
-        while stack:
-            oid, depth = stack.pop()
-            kids = sequence._children(self.store, oid)
-            if kids is None:
-                depths.add(depth)
-            else:
-                stack.extend((k.oid, depth + 1) for k in kids)
-        if len(depths) > 1:
-            self.problem(f"{where}: sequence {root.hex()[:12]} has leaves at depths {sorted(depths)}")
 
     def leaf(self, oid: bytes, where: str) -> tuple[int, int]:
         self.r.leaves += 1

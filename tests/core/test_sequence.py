@@ -308,3 +308,21 @@ def test_a_build_reports_the_payload_locations_its_leaves_name(store):
     again: dict = {}
     grown = sequence.build(store, ITEMS + [make_item(5, big=True)], packer, parent=root, locations=again)
     assert again == sequence.payload_locations(store, grown)
+
+
+def test_fsck_reports_leaves_at_unequal_depths(tmp_path):
+    from opalgit import fsck
+
+    git("init", "-q", str(tmp_path / "p"))
+    from opalgit import porcelain
+    from opalgit.repo import Repository
+
+    porcelain.init(str(tmp_path / "p"))
+    repo = Repository.discover(str(tmp_path / "p"))
+    lone = sequence.build(repo.store, ITEMS[:1])
+    tall = sequence.build(repo.store, ITEMS[:300])
+    mixed = repo.store.write_tree([(f"{i:04d}-{k.items}-{k.turns}", True, k.oid) for i, k in enumerate((tall, lone))])
+    report = fsck.FsckReport()
+    checker = fsck._Checker(repo, report)
+    assert checker.node(mixed, "test") == (301, tall.turns + lone.turns)
+    assert any("leaves at depths [1, 2]" in p for p in report.problems), report.problems
