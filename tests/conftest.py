@@ -42,6 +42,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
+def fixture_lines():
+    """Every line of the real session files under tests/fixtures that parses as JSON:
+    ``(raw bytes, value)``, files in a stable order."""
+    import json
+
+    for root, _dirs, files in sorted(os.walk(FIXTURES)):
+        for name in sorted(files):
+            if name.endswith(".jsonl"):
+                with open(os.path.join(root, name), "rb") as fh:
+                    for raw in fh:
+                        try:
+                            yield raw, json.loads(raw)
+                        except ValueError:
+                            pass
+
+
 def git(*args: str, cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run the real git binary."""
     return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True)

@@ -40,7 +40,7 @@ from opalgit.redact import (
 from opalgit.secretrules import BUILTIN_RULES
 from opalgit.vault import Vault, VaultError, default_path
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, fixture_lines
 
 SECRETS_DIR = os.path.join(FIXTURES, "secrets")
 KEY = bytes(range(32))
@@ -593,16 +593,7 @@ def test_vault_created_by_two_writers_at_once_has_one_key(tmp_path):
 
 def test_throughput(capsys):
     """Prints MB/s on a few MB of real session records; asserts nothing about time."""
-    records = []
-    for root, _dirs, files in os.walk(FIXTURES):
-        for name in sorted(files):
-            if name.endswith(".jsonl"):
-                with open(os.path.join(root, name), "rb") as fh:
-                    for raw in fh:
-                        try:
-                            records.append((len(raw), json.loads(raw)))
-                        except ValueError:
-                            pass
+    records = [(len(raw), value) for raw, value in fixture_lines()]
     size = sum(n for n, _ in records)
     rounds = max(1, (4 << 20) // size)
     r = Redactor(key=KEY)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from opalgit.redact import Redactor, Rules
 from opalgit.secretrules import BUILTIN_RULES, PLACEHOLDER_PREFIX, PLACEHOLDER_RE
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, fixture_lines
 
 KEY = bytes(range(32))
 with open(os.path.join(FIXTURES, "secrets", "corpus.json"), encoding="utf-8") as _fh:
@@ -186,17 +186,7 @@ def _strings(value: Any, out: list[str]) -> None:
 
 
 def session_records() -> list[Any]:
-    records = []
-    for root, _dirs, files in os.walk(FIXTURES):
-        for name in sorted(files):
-            if name.endswith(".jsonl"):
-                with open(os.path.join(root, name), "rb") as fh:
-                    for raw in fh:
-                        try:
-                            records.append(json.loads(raw))
-                        except ValueError:
-                            pass
-    return records
+    return [value for _raw, value in fixture_lines()]
 
 
 def session_strings() -> list[str]:
