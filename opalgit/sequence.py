@@ -150,10 +150,13 @@ def _leaf_locations(items: list[Item], packer: Packer) -> dict[bytes, Location]:
     return out
 
 
-def _leaf_objects(items: list[Item], packer: Packer, base: LeafBase | None) -> tuple[bytes, list[TreeEntry]]:
-    """A leaf's blob and tree entries (the blob's entry named ``leaf`` points at it)."""
+def _leaf_objects(
+    items: list[Item], locations: dict[bytes, Location], base: LeafBase | None
+) -> tuple[bytes, list[TreeEntry]]:
+    """A leaf's blob and tree entries (the blob's entry named ``leaf`` points at it),
+    ``locations`` being its payloads' (:func:`_leaf_locations`)."""
     entries: dict[str, TreeEntry] = {}
-    for d, (oid, is_tree) in _leaf_locations(items, packer).items():
+    for d, (oid, is_tree) in locations.items():
         name = "p" + d.hex()
         entries[name] = (name, is_tree, oid)
     body = {
@@ -173,8 +176,7 @@ def _node(oid: bytes, items: list[Item]) -> Node:
     return Node(oid, len(items), sum(1 for it in items if it.is_turn))
 
 
-def _write_leaf(store: ObjectStore, items: list[Item], packer: Packer, base: LeafBase | None = None) -> Node:
-    blob, entries = _leaf_objects(items, packer, base)
+def _write_leaf(store: ObjectStore, items: list[Item], blob: bytes, entries: list[TreeEntry]) -> Node:
     store.write_blob(blob)
     return _node(store.write_tree(entries), items)
 
@@ -236,29 +238,33 @@ class _Writer:
 
     def _write(self, batch: list[list[Item]]) -> None:
         for items in batch:
-            self.done.append(self._leaf(items))
+            locations = _leaf_locations(items, self.packer)
+            self.done.append(self._leaf(items, locations))
             self.written += 1
             if self.locations is not None:
-                for d, loc in _leaf_locations(items, self.packer).items():
+                for d, loc in locations.items():
                     self.locations.setdefault(d, loc)
         batch.clear()
 
-    def _leaf(self, items: list[Item]) -> Node:
+    def _leaf(self, items: list[Item], locations: dict[bytes, Location]) -> Node:
         base, self.base = self.base, None
+        whole: tuple[bytes, list[TreeEntry]] | None = None  # the leaf written whole, if made
         if base is None and self.parent is not None:
             if self.written >= len(self.parent):
                 self.parent = None
             else:
                 twin = self.parent[self.written]
-                blob, entries = _leaf_objects(items, self.packer, None)
-                if packfile.object_id(OBJ_TREE, packfile.tree_bytes(entries)) == twin.oid:
+                whole = _leaf_objects(items, locations, None)
+                if packfile.object_id(OBJ_TREE, packfile.tree_bytes(whole[1])) == twin.oid:
                     return twin
                 self.parent = None  # diverged: later leaves have no counterpart
                 if twin.items < len(items):
                     base = read_leaf_as_base(self.store, twin.oid)[1]
         if base is not None and len(items) == len(base.ids) and all(it.id == i for it, i in zip(items, base.ids)):
             return _node(base.oid, items)  # the reopened leaf, unchanged: keep it as it is
-        return _write_leaf(self.store, items, self.packer, base)
+        if base is not None or whole is None:
+            whole = _leaf_objects(items, locations, base)
+        return _write_leaf(self.store, items, *whole)
 
     def take(self) -> list[Node]:
         """Leaves written so far (and forgets them)."""
