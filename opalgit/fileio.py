@@ -25,16 +25,19 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def replace_atomically(path: str, data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` whole, or not at all (``mode``: chmod before the rename)."""
+def replace_atomically(path: str, data: bytes, *, mode: int | None = None, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` whole, or not at all (``mode``: chmod before the
+    rename; ``sync=False`` for a checksummed cache, where a file torn by a crash is
+    only a miss and waiting for the disk is not worth it)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)

@@ -55,7 +55,7 @@ def save(opal_dir: str, root: bytes, locations: dict[bytes, Location]) -> None:
     folder = _folder(opal_dir)
     try:
         os.makedirs(folder, exist_ok=True)
-        replace_atomically(os.path.join(folder, root.hex()), MAGIC + hashlib.sha256(body).digest() + body)
+        replace_atomically(os.path.join(folder, root.hex()), MAGIC + hashlib.sha256(body).digest() + body, sync=False)
         keep_newest(folder, KEEP)
     except OSError:
         pass  # a cache that cannot be written is only a slower next commit

@@ -103,14 +103,13 @@ def find_session(
     file: str | None = None,
 ) -> Pick:
     """Which session ``opal commit`` records: explicit, tracked, or the newest."""
-    chosen = [adapters.get(agent)] if agent else list(adapters.all_adapters().values())
     if file is not None:
         path = os.path.abspath(file)
         if not os.path.isfile(path):
             raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file")
         with open(path, "rb") as fh:
             head = fh.read(64 * 1024)
-        for ad in chosen:
+        for ad in [adapters.get(agent)] if agent else adapters.each():
             if agent or ad.sniff(path, head):
                 st = os.stat(path)
                 stem = os.path.basename(path).split(".")[0]
@@ -120,6 +119,7 @@ def find_session(
             path=file,
             hint=f"pass --agent ({', '.join(adapters.names())}) if you are sure",
         )
+    chosen = [adapters.get(agent)] if agent else list(adapters.all_adapters().values())
     if session is not None:
         for ad in chosen:
             found = ad.find_session(session, env)
@@ -441,6 +441,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     op = oplog.new(repo, "commit", desc, changes)
     oplog.apply(repo, op)
     _track(repo, branch, ad.name, result.session.id)
+    packer.keep_window()
     # Where the new state's payloads are, for the next commit (see opalgit.locations).
     from . import locations
 

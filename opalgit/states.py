@@ -100,7 +100,7 @@ def packer_for(repo: Repository, state: State | None, *, also: list[State] = ())
     base = state.packs if state is not None else None
     if base is not None and not repo.store.exists(base):
         base = None
-    return payloads.Packer(repo.store, base=base, known=known)
+    return payloads.Packer(repo.store, base=base, known=known, opal_dir=repo.opal_dir)
 
 
 def load_payload(repo: Repository, item: Item):

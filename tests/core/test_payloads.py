@@ -180,3 +180,70 @@ def test_a_failure_on_the_compression_thread_reaches_the_writer(monkeypatch):
     with pytest.raises(MemoryError):
         packer.seal()
     assert packer.packs_written == 0
+
+
+def _continue_chain(store, tip: bytes, opal_dir: str | None, seed: int) -> bytes:
+    packer = payloads.Packer(store, base=tip, opal_dir=opal_dir)
+    for i in range(5):
+        put(packer, text(seed + i, 2000))
+    packer.seal()
+    return packer.tip
+
+
+def test_a_cached_window_continues_the_chain_exactly_as_decoding_it(tmp_path, monkeypatch):
+    """The window left by the commit that wrote a pack stands in for decoding the
+    chain: the next pack comes out byte for byte the same, and a damaged or torn
+    cache file is not used."""
+    from opalgit import packwindows
+
+    opal_dir = str(tmp_path / "opal")
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store, opal_dir=opal_dir)
+    for round_ in range(3):
+        for i in range(30):
+            put(packer, text(round_ * 100 + i, 50_000))
+        packer.start()
+    packer.keep_window()
+    store.flush()
+    tip = packer.tip
+    cached = packwindows.load(opal_dir, tip)
+    assert cached is not None
+    window, depth, chain = cached
+    decoded = payloads.cache(store).pack(tip, window=True)
+    assert (window, depth, chain) == (decoded.window, decoded.depth, decoded.chain)
+
+    def fresh_store_with_the_chain():
+        s = MemoryObjectStore()
+        s.objects = dict(store.objects)
+        return s
+
+    plain = _continue_chain(fresh_store_with_the_chain(), tip, None, 900)
+    calls: list[bytes] = []
+    original = payloads.PackCache.pack
+    monkeypatch.setattr(payloads.PackCache, "pack", lambda self, oid, **kw: calls.append(oid) or original(self, oid, **kw))
+    assert _continue_chain(fresh_store_with_the_chain(), tip, opal_dir, 900) == plain
+    assert calls == []  # the window came from the cache, not from the chain
+    path = os.path.join(opal_dir, "cache", "windows", tip.hex())
+    with open(path, "rb") as fh:
+        good = fh.read()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 1
+    for damaged in (bytes(flipped), good[:-10], good[:20]):
+        with open(path, "wb") as fh:
+            fh.write(damaged)
+        assert packwindows.load(opal_dir, tip) is None
+        calls.clear()
+        assert _continue_chain(fresh_store_with_the_chain(), tip, opal_dir, 900) == plain
+        assert calls  # decoded from the chain this time
+
+
+def test_only_the_newest_windows_are_kept(tmp_path):
+    from opalgit import packwindows
+
+    opal_dir = str(tmp_path)
+    for i in range(packwindows.KEEP + 3):
+        packwindows.save(opal_dir, bytes([i]) * 20, b"w" * 100, 1, 100)
+        os.utime(os.path.join(opal_dir, "cache", "windows", (bytes([i]) * 20).hex()), (i, i))
+    left = sorted(os.listdir(os.path.join(opal_dir, "cache", "windows")))
+    assert len(left) == packwindows.KEEP
+    assert packwindows.load(opal_dir, bytes([packwindows.KEEP + 2]) * 20) == (b"w" * 100, 1, 100)

@@ -1,0 +1,58 @@
+"""The window of a pack chain's newest pack, cached on this machine.
+
+A new pack is compressed against the last :data:`payloads.WINDOW` bytes of the chain
+it continues, so a commit must first have them: that meant decompressing the chain
+from its keyframe (up to 16 MiB of content, ~30 ms), more than a ten-turn commit's
+own work. The commit that wrote the pack had those bytes in hand, so it leaves them
+in ``<git-common-dir>/opal/cache/windows/<pack tree id>``. A pack's window never
+changes (the id names the pack and, through its base, the whole chain), so a file
+can never be stale.
+
+The cache is only a shortcut: each file carries a SHA-256 of its body, and a file
+that is missing, damaged or unreadable means the chain is decoded as before; only
+the newest :data:`KEEP` files are kept (a window is up to 4 MiB).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+
+from .fileio import keep_newest, replace_atomically
+
+MAGIC = b"OPW1"
+KEEP = 2
+_FACTS = struct.Struct(">QI")  # chain bytes, depth
+
+
+def _folder(opal_dir: str) -> str:
+    return os.path.join(opal_dir, "cache", "windows")
+
+
+def load(opal_dir: str, pack: bytes) -> tuple[bytes, int, int] | None:
+    """(window, depth, chain) of the pack tree ``pack``, or None when not cached."""
+    try:
+        with open(os.path.join(_folder(opal_dir), pack.hex()), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    head = len(MAGIC) + 32
+    if len(data) < head + _FACTS.size or data[: len(MAGIC)] != MAGIC:
+        return None
+    body = memoryview(data)[head:]
+    if hashlib.sha256(body).digest() != data[len(MAGIC) : head]:
+        return None
+    chain, depth = _FACTS.unpack_from(body)
+    return bytes(body[_FACTS.size :]), depth, chain
+
+
+def save(opal_dir: str, pack: bytes, window: bytes, depth: int, chain: int) -> None:
+    body = _FACTS.pack(chain, depth) + window
+    folder = _folder(opal_dir)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        replace_atomically(os.path.join(folder, pack.hex()), MAGIC + hashlib.sha256(body).digest() + body, sync=False)
+        keep_newest(folder, KEEP)
+    except OSError:
+        pass  # a cache that cannot be written is only a slower next commit
