@@ -21,11 +21,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Iterator
 
 from ..errors import UsageError
 from .base import Adapter, ReadResult, Record, SessionFile, View
 
-__all__ = ["Adapter", "ReadResult", "Record", "SessionFile", "View", "get", "names", "all_adapters"]
+__all__ = ["Adapter", "ReadResult", "Record", "SessionFile", "View", "get", "names", "all_adapters", "each"]
 
 GROUP = "opalgit.adapters"
 
@@ -155,6 +156,18 @@ def all_adapters() -> dict[str, Adapter]:
                 adapters[name] = adapter
         _cache = adapters
     return _cache
+
+
+def each() -> Iterator[Adapter]:
+    """Every adapter, in the order of :func:`all_adapters`, each imported only when the
+    caller gets to it (picking the agent of a Claude file need not import the others)."""
+    if _cache is not None:
+        yield from _cache.values()
+        return
+    for name in sorted(_known()):
+        adapter = _adapter(name)
+        if adapter is not None:
+            yield adapter
 
 
 def names() -> list[str]:
