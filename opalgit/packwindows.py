@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import threading
+from typing import Callable
 
 from .fileio import keep_newest, replace_atomically
 
@@ -56,3 +58,27 @@ def save(opal_dir: str, pack: bytes, window: bytes, depth: int, chain: int) -> N
         keep_newest(folder, KEEP)
     except OSError:
         pass  # a cache that cannot be written is only a slower next commit
+
+
+def load_soon(opal_dir: str, pack: bytes) -> Callable[[], tuple[bytes, int, int] | None]:
+    """:func:`load` on a thread, started now; call the result for the answer.
+
+    Reading and hashing 4 MiB release the GIL, so this overlaps the reading and
+    encoding of a commit's new records, which come before its first pack."""
+    out: list = [None]
+    thread = threading.Thread(target=lambda: out.__setitem__(0, load(opal_dir, pack)), name="opal-window", daemon=True)
+    thread.start()
+
+    def result() -> tuple[bytes, int, int] | None:
+        thread.join()
+        return out[0]
+
+    return result
+
+
+def save_soon(opal_dir: str, pack: bytes, window: bytes, depth: int, chain: int) -> threading.Thread:
+    """:func:`save` on a thread (returned, started), so that it overlaps the rest of the
+    operation; the process waits for it before it exits (it is not a daemon)."""
+    thread = threading.Thread(target=save, args=(opal_dir, pack, window, depth, chain), name="opal-window-save")
+    thread.start()
+    return thread

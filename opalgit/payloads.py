@@ -326,6 +326,11 @@ class Packer:
         self._in_flight: set[bytes] = set()
         self.pending_bytes = 0
         self.packs_written = 0
+        self._cached_window = None
+        if opal_dir is not None and base is not None:
+            from . import packwindows
+
+            self._cached_window = packwindows.load_soon(opal_dir, base)
 
     def location(self, digest: bytes) -> Location | None:
         return self.known.get(digest)
@@ -337,11 +342,9 @@ class Packer:
         self.pending_bytes += len(data)
 
     def _base(self) -> _Tip | None:
-        if self.tip is not None and self._tip is None and self.opal_dir is not None:
-            from . import packwindows
-
-            hit = packwindows.load(self.opal_dir, self.tip)
-            if hit is not None:
+        if self._cached_window is not None:
+            hit, self._cached_window = self._cached_window(), None
+            if hit is not None and self._tip is None and self.packs_written == 0:
                 self._tip = _Tip(*hit)
         if self.tip is not None and self._tip is None:
             try:
@@ -352,14 +355,17 @@ class Packer:
             self._tip = _Tip(p.window, p.depth, p.chain)
         return self._tip
 
-    def keep_window(self) -> None:
+    def keep_window(self) -> "threading.Thread | None":
         """Cache the newest pack's window for the next operation that continues the
-        chain (call once the operation has landed; nothing when no pack was written)."""
+        chain (call when the operation writes no more packs; nothing when it wrote
+        none). The file is written on a thread: a pack that ends up unreferenced
+        leaves a file no one asks for, which is harmless. Returns that thread."""
         self.wait()
         if self.opal_dir is not None and self.packs_written and self._tip is not None and self.tip is not None:
             from . import packwindows
 
-            packwindows.save(self.opal_dir, self.tip, self._tip.window, self._tip.depth, self._tip.chain)
+            return packwindows.save_soon(self.opal_dir, self.tip, self._tip.window, self._tip.depth, self._tip.chain)
+        return None
 
     def seal(self) -> None:
         """Write the waiting payloads as one pack (nothing when none wait)."""

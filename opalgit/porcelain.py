@@ -418,6 +418,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     if placeholders:
         notes.insert(secrets_note_at, f"{len(placeholders)} secret(s) replaced by placeholders; the originals stay in this machine's vault")
 
+    packer.keep_window()
     source = Source(
         path=f.path,
         size=result.end,
@@ -441,7 +442,6 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     op = oplog.new(repo, "commit", desc, changes)
     oplog.apply(repo, op)
     _track(repo, branch, ad.name, result.session.id)
-    packer.keep_window()
     # Where the new state's payloads are, for the next commit (see opalgit.locations).
     from . import locations
 

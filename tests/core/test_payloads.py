@@ -203,7 +203,9 @@ def test_a_cached_window_continues_the_chain_exactly_as_decoding_it(tmp_path, mo
         for i in range(30):
             put(packer, text(round_ * 100 + i, 50_000))
         packer.start()
-    packer.keep_window()
+    saving = packer.keep_window()
+    assert saving is not None
+    saving.join()
     store.flush()
     tip = packer.tip
     cached = packwindows.load(opal_dir, tip)
