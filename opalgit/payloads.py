@@ -67,13 +67,19 @@ CACHE_BYTES = 64 * 1024 * 1024
 # 0.75x zstd -3 of the file (0.81x); the compression runs on a worker thread, so
 # the import does not wait for it.
 _ZSTD_LEVEL = 6
-# Small packs (a hook's commit, a fork's new turns) use level 9's search (lazy2)
-# with smaller match tables. Most of the time to compress ~100 KB against a 4 MiB
-# dictionary is clearing and filling the tables for the dictionary, and level 9's
-# (2^21 + 2^20 entries) took 34 ms of a ten-turn commit; these take ~8 ms, for a
-# pack 12 to 17 % larger (level 3 would be 25 to 30 % larger; a few hundred bytes).
+# Small packs (a fork's new turns, a commit while the session grows) get level 9: a
+# quarter smaller for a few milliseconds more, while level 9 on the 4 MiB packs of
+# a large import would cost ~10 MB more memory. Tiny packs (a hook's commit of a
+# few turns) keep level 9's search (lazy2) with smaller match tables: most of the
+# time to compress ~100 KB against a 4 MiB dictionary is filling the tables for
+# the dictionary, and level 9's (2^21 + 2^20 entries) took 34 ms of a ten-turn
+# commit; these take ~8 ms, for a pack 12 to 17 % larger (a few hundred bytes).
+# Used up to 1 MiB, they took 20 growing commits from 0.96x to 1.07x one commit
+# (files read again long ago are found less often); up to 256 KiB, 0.96x still.
 _SMALL_PACK = 1024 * 1024
-_SMALL_PACK_TABLES = {"hash_log": 18, "chain_log": 17, "search_log": 4, "min_match": 5}
+_SMALL_PACK_LEVEL = 9
+_TINY_PACK = 256 * 1024
+_TINY_PACK_TABLES = {"hash_log": 18, "chain_log": 17, "search_log": 4, "min_match": 5}
 
 #: Where a payload is: (oid, is_tree). A tree is a pack; a blob is one framed payload.
 Location = tuple[bytes, bool]
@@ -96,14 +102,12 @@ class Pack:
 
 def _params(size: int) -> codec.zstandard.ZstdCompressionParameters:
     zstd = codec.zstandard
-    if size < _SMALL_PACK:
+    if size < _TINY_PACK:
         return zstd.ZstdCompressionParameters(
-            strategy=zstd.STRATEGY_LAZY2, window_log=_WINDOW_LOG, write_content_size=True, **_SMALL_PACK_TABLES
+            strategy=zstd.STRATEGY_LAZY2, window_log=_WINDOW_LOG, write_content_size=True, **_TINY_PACK_TABLES
         )
-    return zstd.ZstdCompressionParameters.from_level(_ZSTD_LEVEL, window_log=_WINDOW_LOG, write_content_size=True)
-
-
-# ------------------------------------------------------------------------------ reading
+    level = _SMALL_PACK_LEVEL if size < _SMALL_PACK else _ZSTD_LEVEL
+    return zstd.ZstdCompressionParameters.from_level(level, window_log=_WINDOW_LOG, write_content_size=True)
 
 
 class PackCache:
