@@ -135,6 +135,7 @@ class Repository:
 
         self.own = own
         self._git: pygit2.Repository | None = None
+        self._identity_found: tuple[str | None, str | None] | None = None
         git_dir = os.path.abspath(git_dir)
         plain = os.path.isfile(os.path.join(git_dir, "HEAD"))
         common_dir = _common_dir(git_dir) if plain else git_dir
@@ -258,6 +259,13 @@ class Repository:
         return Signature.now(name or "opal", email or "opal@localhost")
 
     def _identity(self) -> tuple[str | None, str | None]:
+        # Asked once per Repository object: one commit signs its state, its operation
+        # and the operation log's entry, and each question started a git process.
+        if self._identity_found is None:
+            self._identity_found = self._read_identity()
+        return self._identity_found
+
+    def _read_identity(self) -> tuple[str | None, str | None]:
         # git itself answers (~2 ms, with every config file and include it knows);
         # libgit2 where git is missing.
         from . import gitcmd
