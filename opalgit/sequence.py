@@ -373,6 +373,10 @@ def leaves(store: ObjectStore, root: Node | None) -> list[Node]:
     """
     if root is None:
         return []
+    # A commit asks for the leaves of its parent's sequence more than once.
+    known = store.derived.get(("leaves", root.oid))
+    if known is not None:
+        return list(known)  # type: ignore[call-overload]
     depth = 0
     node = root
     while (kids := _children(store, node.oid)) is not None:
@@ -387,6 +391,9 @@ def leaves(store: ObjectStore, root: Node | None) -> list[Node]:
                 raise CorruptObjectError(f"sequence node {n.oid.hex()[:12]} is a leaf above the leaf level")
             nxt.extend(kids)
         level = nxt
+    if len(store.derived) >= 64:
+        store.derived.clear()
+    store.derived[("leaves", root.oid)] = tuple(level)
     return level
 
 

@@ -136,6 +136,8 @@ class ObjectStore:
         self.written_bytes = 0
         self._pack_cache = None  # payloads.PackCache, made on first use
         self._trees: dict[bytes, tuple[TreeEntry, ...]] = {}  # decoded trees, by id
+        # What callers work out from objects, which never change: (kind, id) -> answer.
+        self.derived: dict[tuple[str, bytes], object] = {}
 
     # -- backend ------------------------------------------------------------------
 
@@ -185,6 +187,7 @@ class ObjectStore:
     def discard(self) -> None:
         """Forget buffered objects (an operation that failed before its ref update)."""
         self._pack_cache = None  # it may hold packs that were never written
+        self.derived.clear()  # ... and facts about objects that were never written
         self._pending.clear()
         self._pending_bytes = 0
 
