@@ -436,10 +436,27 @@ def main(argv: list[str] | None = None) -> int:
         return 70
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def run() -> None:
+    """The ``opal`` program: :func:`main`, then exit with its code.
 
-__all__ = ["cli", "main", "cli_edit", "cli_export", "cli_history", "cli_sync"]
+    Before exiting it moves every live object out of the garbage collector's
+    reach (``gc.freeze``): the interpreter's last collection at shutdown otherwise
+    walks everything a command built (a commit's caches, the redactor's memo) only
+    for the process to end, 13 of a ten-turn commit's ~160 ms. Nothing is skipped:
+    files are closed, threads joined and ``atexit`` handlers run as before. Not in
+    :func:`main`, which tests and other programs call in a process that goes on.
+    """
+    code = main()
+    import gc
+
+    gc.freeze()
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()
+
+__all__ = ["cli", "main", "run", "cli_edit", "cli_export", "cli_history", "cli_sync"]
 
 if TYPE_CHECKING:
     from . import cli_edit, cli_export, cli_history, cli_sync

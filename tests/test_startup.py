@@ -235,3 +235,39 @@ def test_entry_points_that_repeat_the_builtins_need_no_metadata(tmp_path):
         env,
     )
     assert out.split() == ["True", "['claude',", "'codex',", "'gemini']", "False"]
+
+
+def test_the_program_exits_with_the_command_code_and_all_its_output(recorded, tmp_path):
+    """`python -m opalgit` and the `opal` script go through cli.run, which freezes the
+    garbage collector before the interpreter shuts down: the exit code and every
+    line of output must come through as before, and threads still finish."""
+    project, env = recorded
+    full_env = {**os.environ, **env, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    ok = subprocess.run([sys.executable, "-m", "opalgit", "log", "--json"], cwd=str(project), env=full_env,
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)[0]["message"].startswith("first")
+    nothing = subprocess.run([sys.executable, "-m", "opalgit", "commit"], cwd=str(project), env=full_env,
+                             capture_output=True, text=True)
+    assert nothing.returncode == 0 and nothing.stdout.startswith("nothing to commit")
+    missing = subprocess.run([sys.executable, "-m", "opalgit", "show", "no-such-branch:1"], cwd=str(project),
+                             env=full_env, capture_output=True, text=True)
+    assert missing.returncode not in (0, 70) and missing.stderr.startswith("opal: error:")
+    usage = subprocess.run([sys.executable, "-m", "opalgit", "no-such-command"], cwd=str(project), env=full_env,
+                           capture_output=True, text=True)
+    assert usage.returncode == 2 and "No such command" in usage.stderr
+    # A thread that is still writing when the command returns is waited for.
+    marker = tmp_path / "written"
+    code = f"""
+        import sys, threading, time
+        sys.argv = ["opal", "--version"]
+        def late():
+            time.sleep(0.2)
+            open({str(marker)!r}, "w").write("done")
+        threading.Thread(target=late).start()
+        from opalgit.cli import run
+        run()
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("opal")
+    assert marker.read_text() == "done"
