@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Sequence
 
 
 def fsync_dir(path: str) -> None:
@@ -25,16 +26,23 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def replace_atomically(path: str, data: bytes, *, mode: int | None = None, sync: bool = True) -> None:
-    """Write ``data`` to ``path`` whole, or not at all (``mode``: chmod before the
-    rename; ``sync=False`` for a checksummed cache, where a file torn by a crash is
-    only a miss and waiting for the disk is not worth it)."""
+def replace_atomically(
+    path: str, data: bytes | Sequence[bytes | memoryview], *, mode: int | None = None, sync: bool = True
+) -> None:
+    """Write ``data`` (bytes, or pieces written one after the other) to ``path``
+    whole, or not at all (``mode``: chmod before the rename; ``sync=False`` for a
+    checksummed cache, where a file torn by a crash is only a miss and waiting for
+    the disk is not worth it)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                fh.write(data)
+            else:
+                for piece in data:
+                    fh.write(piece)
             if sync:
                 fh.flush()
                 os.fsync(fh.fileno())

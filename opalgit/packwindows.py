@@ -19,7 +19,7 @@ import hashlib
 import os
 import struct
 import threading
-from typing import Callable
+from typing import Callable, Sequence
 
 from .fileio import keep_newest, replace_atomically
 
@@ -49,12 +49,21 @@ def load(opal_dir: str, pack: bytes) -> tuple[bytes, int, int] | None:
     return bytes(body[_FACTS.size :]), depth, chain
 
 
-def save(opal_dir: str, pack: bytes, window: bytes, depth: int, chain: int) -> None:
-    body = _FACTS.pack(chain, depth) + window
+def save(opal_dir: str, pack: bytes, window: Sequence[bytes | memoryview], depth: int, chain: int) -> None:
+    """Cache the window of the pack tree ``pack``: ``window`` is its pieces, in order
+    (written as they are, not joined: 4 MiB copied twice cost ~5 ms)."""
+    if isinstance(window, (bytes, bytearray, memoryview)):
+        window = (window,)
+    facts = _FACTS.pack(chain, depth)
+    digest = hashlib.sha256(facts)
+    for piece in window:
+        digest.update(piece)
     folder = _folder(opal_dir)
     try:
         os.makedirs(folder, exist_ok=True)
-        replace_atomically(os.path.join(folder, pack.hex()), MAGIC + hashlib.sha256(body).digest() + body, sync=False)
+        replace_atomically(
+            os.path.join(folder, pack.hex()), [MAGIC, digest.digest(), facts, *window], sync=False
+        )
         keep_newest(folder, KEEP)
     except OSError:
         pass  # a cache that cannot be written is only a slower next commit
@@ -76,7 +85,9 @@ def load_soon(opal_dir: str, pack: bytes) -> Callable[[], tuple[bytes, int, int]
     return result
 
 
-def save_soon(opal_dir: str, pack: bytes, window: bytes, depth: int, chain: int) -> threading.Thread:
+def save_soon(
+    opal_dir: str, pack: bytes, window: Sequence[bytes | memoryview], depth: int, chain: int
+) -> threading.Thread:
     """:func:`save` on a thread (returned, started), so that it overlaps the rest of the
     operation; the process waits for it before it exits (it is not a daemon)."""
     thread = threading.Thread(target=save, args=(opal_dir, pack, window, depth, chain), name="opal-window-save")

@@ -249,3 +249,17 @@ def test_only_the_newest_windows_are_kept(tmp_path):
     left = sorted(os.listdir(os.path.join(opal_dir, "cache", "windows")))
     assert len(left) == packwindows.KEEP
     assert packwindows.load(opal_dir, bytes([packwindows.KEEP + 2]) * 20) == (b"w" * 100, 1, 100)
+
+
+@pytest.mark.parametrize("before,content", [(0, 10), (100, 10), (payloads.WINDOW, 10), (payloads.WINDOW, payloads.WINDOW),
+                                            (payloads.WINDOW, payloads.WINDOW + 5), (10, payloads.WINDOW - 3), (50, 0)])
+def test_a_new_packs_window_is_the_last_window_bytes_of_the_chain(before, content):
+    """The tip's window, joined lazily or written as pieces, is the chain's last WINDOW
+    bytes: the window before, then the pack's content."""
+    old = random.Random(before).randbytes(before)
+    new = random.Random(content + 1).randbytes(content)
+    want = (old + new)[-payloads.WINDOW :]
+    tip = payloads._Tip(old, 1, 2, content=new)
+    assert b"".join(tip.parts()) == want
+    assert tip.window == want
+    assert b"".join(tip.parts()) == want  # after joining, still the same
