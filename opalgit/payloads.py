@@ -70,16 +70,18 @@ _ZSTD_LEVEL = 6
 # Small packs (a fork's new turns, a commit while the session grows) get level 9: a
 # quarter smaller for a few milliseconds more, while level 9 on the 4 MiB packs of
 # a large import would cost ~10 MB more memory. Tiny packs (a hook's commit of a
-# few turns) keep level 9's search (lazy2) with smaller match tables: most of the
-# time to compress ~100 KB against a 4 MiB dictionary is filling the tables for
-# the dictionary, and level 9's (2^21 + 2^20 entries) took 34 ms of a ten-turn
-# commit; these take ~8 ms, for a pack 12 to 17 % larger (a few hundred bytes).
-# Used up to 1 MiB, they took 20 growing commits from 0.96x to 1.07x one commit
-# (files read again long ago are found less often); up to 256 KiB, 0.96x still.
+# few turns) keep level 9's search (lazy2) with smaller match tables: compressing
+# a few KB against a 4 MiB dictionary is mostly clearing and filling the tables
+# for the dictionary, and level 9's (2^21 + 2^20 entries) took 34 ms of a ten-turn
+# commit. Measured on such a commit's 7.8 KB of new payloads: 2^18 + 2^17 entries
+# 6.7 ms for 817 bytes, 2^16 + 2^15 2.1 ms for 1,130 bytes (no dictionary: 2,041).
+# Tables sized to the content: up to 32 KiB the smallest, up to 256 KiB 2^18.
+# Used up to 1 MiB, 2^18 tables took 20 growing commits from 0.96x to 1.07x one
+# commit (files read again long ago are found less often); up to 256 KiB, 0.96x.
 _SMALL_PACK = 1024 * 1024
 _SMALL_PACK_LEVEL = 9
 _TINY_PACK = 256 * 1024
-_TINY_PACK_TABLES = {"hash_log": 18, "chain_log": 17, "search_log": 4, "min_match": 5}
+_TINIEST_PACK = 32 * 1024
 
 #: Where a payload is: (oid, is_tree). A tree is a pack; a blob is one framed payload.
 Location = tuple[bytes, bool]
@@ -103,8 +105,10 @@ class Pack:
 def _params(size: int) -> codec.zstandard.ZstdCompressionParameters:
     zstd = codec.zstandard
     if size < _TINY_PACK:
+        tables = 16 if size < _TINIEST_PACK else 18
         return zstd.ZstdCompressionParameters(
-            strategy=zstd.STRATEGY_LAZY2, window_log=_WINDOW_LOG, write_content_size=True, **_TINY_PACK_TABLES
+            strategy=zstd.STRATEGY_LAZY2, window_log=_WINDOW_LOG, write_content_size=True,
+            hash_log=tables, chain_log=tables - 1, search_log=4, min_match=5,
         )
     level = _SMALL_PACK_LEVEL if size < _SMALL_PACK else _ZSTD_LEVEL
     return zstd.ZstdCompressionParameters.from_level(level, window_log=_WINDOW_LOG, write_content_size=True)
