@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Mapping
 
 from . import sequence
 from .fileio import keep_newest, replace_atomically
@@ -40,18 +41,22 @@ def load(opal_dir: str, root: bytes) -> dict[bytes, Location] | None:
     except OSError:
         return None
     head = len(MAGIC) + 32
-    body = memoryview(data)[head:]
+    body = data[head:]
     if data[: len(MAGIC)] != MAGIC or len(body) % _RECORD or hashlib.sha256(body).digest() != data[len(MAGIC) : head]:
         return None
-    out: dict[bytes, Location] = {}
-    for at in range(0, len(body), _RECORD):
-        rec = bytes(body[at : at + _RECORD])
-        out[rec[:32]] = (rec[32:52], rec[52] == 1)
-    return out
+    _remember_body(root, body)
+    return {body[at : at + 32]: (body[at + 32 : at + 52], body[at + 52] == 1) for at in range(0, len(body), _RECORD)}
 
 
-def save(opal_dir: str, root: bytes, locations: dict[bytes, Location]) -> None:
-    body = b"".join(d + oid + (b"\x01" if is_tree else b"\x00") for d, (oid, is_tree) in locations.items())
+def _records(locations: Mapping[bytes, Location]) -> bytes:
+    return b"".join(d + oid + (b"\x01" if is_tree else b"\x00") for d, (oid, is_tree) in locations.items())
+
+
+def save(opal_dir: str, root: bytes, locations: Mapping[bytes, Location], *, body: bytes | None = None) -> None:
+    """Cache ``locations`` for ``root`` (``body``: the same, already as file records)."""
+    if body is None:
+        body = _records(locations)
+    _remember_body(root, body)
     folder = _folder(opal_dir)
     try:
         os.makedirs(folder, exist_ok=True)
@@ -62,6 +67,13 @@ def save(opal_dir: str, root: bytes, locations: dict[bytes, Location]) -> None:
 
 
 _recent: dict[bytes, dict[bytes, Location]] = {}  # this process's last answers, by root
+_bodies: dict[bytes, bytes] = {}  # the same as file records, so that an append only adds its own
+
+
+def _remember_body(root: bytes, body: bytes) -> None:
+    if len(_bodies) >= 4:
+        _bodies.clear()
+    _bodies[root] = body
 
 
 def of(store: ObjectStore, opal_dir: str, root: sequence.Node | None) -> dict[bytes, Location]:
@@ -92,8 +104,14 @@ def after_append(
     if new is None:
         return
     kept = len(sequence.leaves(store, old)) - 1 if old is not None else 0
-    out = dict(known)
+    added: dict[bytes, Location] = {}
     for leaf in sequence.leaves(store, new)[max(kept, 0) :]:
         for d, loc in sequence.leaf_payloads(store, leaf.oid).items():
-            out.setdefault(d, loc)
-    save(opal_dir, new.oid, out)
+            if d not in known and d not in added:
+                added[d] = loc
+    # The old file's records, then the new ones: what the whole mapping would write,
+    # without writing out the thousands of records the parent had again.
+    before = _bodies.get(old.oid) if old is not None else b""
+    if before is None:
+        before = _records(known)
+    save(opal_dir, new.oid, {}, body=before + _records(added))
