@@ -69,11 +69,11 @@ class LazyPattern:
 
 PLACEHOLDER_PREFIX = "opal-secret:"
 _KIND_PATTERN = r"[a-z0-9]+(?:-[a-z0-9]+)*"
-KIND_RE = re.compile(_KIND_PATTERN)
+KIND_RE = LazyPattern(_KIND_PATTERN)
 #: A placeholder: plain ASCII without quotes, backslashes, ``$``, globs or spaces, so
 #: it is safe unquoted in JSON strings, shell words, URLs and ``.env`` values. The hex
 #: part has a fixed length, so a placeholder followed by more letters still parses.
-PLACEHOLDER_RE = re.compile(r"opal-secret:(" + _KIND_PATTERN + r"):([0-9a-f]{12})")
+PLACEHOLDER_RE = LazyPattern(r"opal-secret:(" + _KIND_PATTERN + r"):([0-9a-f]{12})")
 
 # ---------------------------------------------------------------------- value tests
 
@@ -101,14 +101,14 @@ _COMMON_VALUES = frozenset(
     foo bar foobar baz qux xxx password1 mypassword mysecret yourpassword secretkey apikey api_key
     your_api_key access_token""".split()
 )
-_TEMPLATE_RE = re.compile(r"^\$|\$\{|\$\(|\{\{|\}\}|%\(|%s|<[^<>]*>|\.\.\.|\*\*\*")
-_FAKE_RE = re.compile(
+_TEMPLATE_RE = LazyPattern(r"^\$|\$\{|\$\(|\{\{|\}\}|%\(|%s|<[^<>]*>|\.\.\.|\*\*\*")
+_FAKE_RE = LazyPattern(
     r"(?i)your|example|sample|dummy|placeholder|changeme|redacted|insert.?here|replace.?me|xxxx|(.)\1{5}"
 )
 # A code reference (``process.env.API_KEY``, ``self.password``, ``get_key()``): segments
 # that read as words (lower, UPPER, camelCase, PascalCase), unlike a random password.
 _SEGMENT = r"(?:_*[a-z]+(?:_[a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[a-z]+(?:[A-Z][a-z]+)+|(?:[A-Z][a-z]+)+)[0-9]?"
-_REFERENCE_RE = re.compile(_SEGMENT + r"(?:\." + _SEGMENT + r")+(?:\(\))?|" + _SEGMENT + r"\(\)")
+_REFERENCE_RE = LazyPattern(_SEGMENT + r"(?:\." + _SEGMENT + r")+(?:\(\))?|" + _SEGMENT + r"\(\)")
 
 
 def _fake_token(v: str) -> bool:
@@ -129,7 +129,7 @@ def _placeholder_value(v: str) -> bool:
 
 # ------------------------------------------------------------------------- key names
 
-_WORDS_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_WORDS_RE = LazyPattern(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _SECRET_PARTS = frozenset(
     "password passwd passphrase pwd pass secret token apikey credential credentials auth "
     "authorization privatekey accesskey secretkey".split()

@@ -13,7 +13,6 @@ from .errors import RevisionError
 from .model import Normal, StateHeader, Turn, summarize
 from .refs import OPLOG_REF, REMOTE_PREFIX, branch_ref
 from .repo import Repository
-from .revision import parse as parse_revision
 from .sequence import Item, Node
 from .store import CommitData
 
@@ -169,6 +168,8 @@ def branch_head(repo: Repository, name: str) -> bytes | None:
 
 
 def resolve(repo: Repository, text: str) -> Resolved:
+    from .revision import parse as parse_revision  # here: a commit names no revision
+
     rev = parse_revision(text)
     branch = None
     if rev.base == "HEAD":
