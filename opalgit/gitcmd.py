@@ -56,3 +56,35 @@ def run(
         )
     except FileNotFoundError:
         raise GitMissing("git is not installed (or not on PATH)") from None
+
+
+class Pending:
+    """A git command started in the background (:func:`start`); :meth:`result` waits."""
+
+    def __init__(self, proc: subprocess.Popen, args: list[str]) -> None:
+        self._proc, self._args = proc, args
+
+    def result(self) -> subprocess.CompletedProcess:
+        out, err = self._proc.communicate()
+        return subprocess.CompletedProcess(self._args, self._proc.returncode, out, err)
+
+
+def start(git_dir: str, args: list[str], *, cwd: str | None = None) -> Pending:
+    """:func:`run`, started now and finished when asked: git works on the other core
+    while the caller goes on (a commit asks who the committer is ~50 ms before it
+    needs the answer)."""
+    argv = ["git", f"--git-dir={git_dir}", *args]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd or git_dir,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+    except FileNotFoundError:
+        raise GitMissing("git is not installed (or not on PATH)") from None
+    return Pending(proc, argv)

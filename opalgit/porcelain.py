@@ -287,6 +287,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         # Nothing but (perhaps) a line the agent is still writing: the common case of
         # a post-commit hook, kept free of any further work.
         raise NothingToDoError(f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}")
+    repo.ask_identity()  # git answers while the records are redacted and stored
 
     # Records stream from the file into the sequence writer one at a time (an adapter
     # may produce them lazily, re-reading the file): memory holds one record, the open

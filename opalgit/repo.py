@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 OWN_STORE = ".opal"
 FORMAT = 1
+# git's answer to who commits: every config file and include git reads, last one wins.
+_IDENTITY_ARGS = ["config", "-z", "--get-regexp", r"^user\.(name|email)$"]
 
 
 def _find(start: str) -> tuple[str, str] | None:
@@ -136,6 +138,7 @@ class Repository:
         self.own = own
         self._git: pygit2.Repository | None = None
         self._identity_found: tuple[str | None, str | None] | None = None
+        self._identity_pending = None  # gitcmd.Pending: the question, asked ahead
         git_dir = os.path.abspath(git_dir)
         plain = os.path.isfile(os.path.join(git_dir, "HEAD"))
         common_dir = _common_dir(git_dir) if plain else git_dir
@@ -265,13 +268,25 @@ class Repository:
             self._identity_found = self._read_identity()
         return self._identity_found
 
+    def ask_identity(self) -> None:
+        """Start asking git who the committer is, for a :meth:`signature` to come (a
+        commit does this first, so that git answers while it reads the session)."""
+        if self._identity_found is None and self._identity_pending is None:
+            from . import gitcmd
+
+            try:
+                self._identity_pending = gitcmd.start(self.git_dir, _IDENTITY_ARGS)
+            except (gitcmd.GitMissing, OSError):
+                self._identity_pending = None
+
     def _read_identity(self) -> tuple[str | None, str | None]:
         # git itself answers (~2 ms, with every config file and include it knows);
         # libgit2 where git is missing.
         from . import gitcmd
 
+        pending, self._identity_pending = self._identity_pending, None
         try:
-            proc = gitcmd.run(self.git_dir, ["config", "-z", "--get-regexp", r"^user\.(name|email)$"])
+            proc = pending.result() if pending is not None else gitcmd.run(self.git_dir, _IDENTITY_ARGS)
         except gitcmd.GitMissing:
             proc = None
         if proc is not None and proc.returncode in (0, 1):  # 1: neither is set

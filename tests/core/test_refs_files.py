@@ -197,8 +197,14 @@ def test_the_committer_is_the_users_git_identity_with_or_without_git(project, ho
     repo = Repository.discover(project)
     sig = repo.signature()
     assert (sig.name, sig.email) == ("Ada Lovelace", "ada@example.com")
+    asked = Repository.discover(project)
+    asked.ask_identity()  # asked ahead, as a commit does: the same answer
+    sig = asked.signature()
+    assert (sig.name, sig.email) == ("Ada Lovelace", "ada@example.com")
     monkeypatch.setenv("PATH", "/nonexistent")  # no git binary: libgit2 answers the same
-    sig = repo.signature()
+    no_git = Repository.discover(project)
+    no_git.ask_identity()
+    sig = no_git.signature()
     assert (sig.name, sig.email) == ("Ada Lovelace", "ada@example.com")
     monkeypatch.undo()
     git("config", "--unset", "user.name", cwd=project)
