@@ -9,6 +9,7 @@ credentials, see :mod:`remote`), and for two small jobs where starting git
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from typing import Mapping
@@ -69,17 +70,17 @@ class Pending:
         return subprocess.CompletedProcess(self._args, self._proc.returncode, out, err)
 
 
-def start(git_dir: str, args: list[str], *, cwd: str | None = None) -> Pending:
+def start(git_dir: str, args: list[str], *, cwd: str | None = None, input: str | None = None) -> Pending:
     """:func:`run`, started now and finished when asked: git works on the other core
     while the caller goes on (a commit asks who the committer is ~50 ms before it
-    needs the answer)."""
+    needs the answer). ``input`` is written to git's stdin at once."""
     argv = ["git", f"--git-dir={git_dir}", *args]
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd or git_dir,
             env=git_env(),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -87,4 +88,13 @@ def start(git_dir: str, args: list[str], *, cwd: str | None = None) -> Pending:
         )
     except FileNotFoundError:
         raise GitMissing("git is not installed (or not on PATH)") from None
+    if input is not None:
+        assert proc.stdin is not None
+        # git reads all of it before it writes anything back. A broken pipe means git
+        # exited early: its status and stderr say why.
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(input)
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+        proc.stdin = None  # written and closed: communicate() has nothing more to send
     return Pending(proc, argv)

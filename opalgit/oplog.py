@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from . import codec
 from .errors import ConflictError, CorruptObjectError, NothingToDoError
@@ -73,13 +73,20 @@ class Operation:
             raise CorruptObjectError(f"operation {oid.hex()[:12]} is malformed") from None
 
 
-def apply(repo: Repository, op: Operation, extra_refs: dict[str, Change] | None = None) -> Operation:
+def apply(
+    repo: Repository,
+    op: Operation,
+    extra_refs: dict[str, Change] | None = None,
+    *,
+    meanwhile: Callable[[], None] | None = None,
+) -> Operation:
     """Write ``op`` and apply its ref changes (plus the oplog ref) in one transaction.
 
     The caller holds the repository lock and has flushed the objects the new ref
     values point to. The current branch (a per-worktree file) is switched after the
     refs are written; a crash in between leaves a valid repository whose HEAD names
-    the previous branch.
+    the previous branch. ``meanwhile`` runs while git writes the refs (see
+    :meth:`refs.RefStore.update`).
     """
     store = repo.store
     prev = repo.refs.get(OPLOG_REF)
@@ -93,7 +100,7 @@ def apply(repo: Repository, op: Operation, extra_refs: dict[str, Change] | None 
     changes = dict(op.changes)
     changes.update(extra_refs or {})
     changes[OPLOG_REF] = (prev, oid)
-    repo.refs.update(changes, f"opal {op.command}: {op.description}")
+    repo.refs.update(changes, f"opal {op.command}: {op.description}", meanwhile=meanwhile)
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])
     op.oid = oid

@@ -17,6 +17,7 @@ from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
     NothingToDoError,
+    OpalError,
     RevisionError,
     SessionNotFoundError,
     UsageError,
@@ -441,16 +442,24 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     changes[branch_ref(branch)] = (head, oid)
     desc = f"commit {new_turns} new turns to {branch}"
     op = oplog.new(repo, "commit", desc, changes)
-    oplog.apply(repo, op)
-    _track(repo, branch, ad.name, result.session.id)
-    # Where the new state's payloads are, for the next commit (see opalgit.locations).
     from . import locations
 
-    if appended:
-        assert state is not None
-        locations.after_append(store, repo.opal_dir, state.root, root, locations.of(store, repo.opal_dir, state.root))
-    elif root is not None:
-        locations.save(repo.opal_dir, root.oid, built)
+    def cache_locations() -> None:
+        # Where the new state's payloads are, for the next commit (see
+        # opalgit.locations): keyed by the sequence's id, so it is right whether or
+        # not the ref update it runs beside succeeds, and only a shortcut.
+        try:
+            if appended:
+                assert state is not None
+                old_known = locations.of(store, repo.opal_dir, state.root)
+                locations.after_append(store, repo.opal_dir, state.root, root, old_known)
+            elif root is not None:
+                locations.save(repo.opal_dir, root.oid, built)
+        except (OSError, OpalError):
+            pass
+
+    oplog.apply(repo, op, meanwhile=cache_locations)
+    _track(repo, branch, ad.name, result.session.id)
     return CommitResult(
         branch=branch,
         oid=oid,

@@ -228,8 +228,14 @@ class RefStore:
 
     # -- writing ------------------------------------------------------------------
 
-    def update(self, changes: Mapping[str, Change], message: str) -> None:
-        """Apply every change or none; raise :class:`ConflictError` if a ref moved."""
+    def update(
+        self, changes: Mapping[str, Change], message: str, *, meanwhile: Callable[[], None] | None = None
+    ) -> None:
+        """Apply every change or none; raise :class:`ConflictError` if a ref moved.
+
+        ``meanwhile`` is called once, while git writes the refs (work that does not
+        depend on the outcome, such as a cache keyed by object id; through libgit2,
+        after). An error it raises comes through once the update has finished."""
         names = sorted(changes)
         for name in names:
             if not name.startswith(NAMESPACE):
@@ -238,12 +244,18 @@ class RefStore:
             from . import gitcmd
 
             try:
-                return self._git_update(names, changes, message)
+                return self._git_update(names, changes, message, meanwhile)
             except gitcmd.GitMissing:
                 pass
-        self._libgit2_update(names, changes, message)
+        try:
+            self._libgit2_update(names, changes, message)
+        finally:
+            if meanwhile is not None:
+                meanwhile()
 
-    def _git_update(self, names: list[str], changes: Mapping[str, Change], message: str) -> None:
+    def _git_update(
+        self, names: list[str], changes: Mapping[str, Change], message: str, meanwhile: Callable[[], None] | None
+    ) -> None:
         """One ``git update-ref --stdin`` transaction: git locks every ref, checks each
         old value and writes all or none, as libgit2's transactions do (and ~70 ms
         sooner, with no libgit2 to load)."""
@@ -260,8 +272,17 @@ class RefStore:
             else:
                 lines.append(f"update {name} {new.hex()} {old.hex()}")
         if not lines:
+            if meanwhile is not None:
+                meanwhile()
             return
-        proc = gitcmd.run(self.git_dir, ["update-ref", "-m", message.replace("\n", " "), "--stdin"], input="\n".join(lines) + "\n")
+        pending = gitcmd.start(
+            self.git_dir, ["update-ref", "-m", message.replace("\n", " "), "--stdin"], input="\n".join(lines) + "\n"
+        )
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            proc = pending.result()
         if proc.returncode == 0:
             return
         err = " ".join(ln.strip() for ln in proc.stderr.splitlines() if ln.strip())

@@ -166,14 +166,25 @@ def test_updates_are_compare_and_swap_and_all_or_nothing(project, through):
     refs = RefStore(lambda: pygit2.Repository(git_dir), git_dir, git_dir)
     refs._files = through == "git"
     main, side = "refs/opal/heads/main", "refs/opal/heads/side"
-    refs.update({main: (None, a), side: (None, b)}, "create")
+    ran: list[dict] = []  # what the refs were when the work given as `meanwhile` ran
+    refs.update({main: (None, a), side: (None, b)}, "create", meanwhile=lambda: ran.append(refs.all()))
     assert refs.all() == {main: a, side: b}
+    assert len(ran) == 1
     refs.update({main: (a, c), side: (b, None)}, "move and delete")
     assert refs.all() == {main: c}
     # A stale old value: nothing is applied, not even the change that would fit.
     with pytest.raises(ConflictError) as err:
-        refs.update({main: (a, b), side: (None, a)}, "stale")
+        refs.update({main: (a, b), side: (None, a)}, "stale", meanwhile=lambda: ran.append(refs.all()))
     assert "changed while this command ran" in str(err.value)
+    assert len(ran) == 2  # called once either way
+
+    def fails() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):  # its error comes through, after git has finished
+        refs.update({main: (c, b)}, "with failing work", meanwhile=fails)
+    assert refs.all() == {main: b}
+    refs.update({main: (b, c)}, "back")
     assert refs.all() == {main: c}
     with pytest.raises(ConflictError):
         refs.update({main: (None, a)}, "exists already")
