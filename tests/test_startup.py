@@ -1,5 +1,5 @@
-"""Process start-up: what each command imports (docs/performance.md, "Incremental commit"
-and "Hooks"). `opal --version` needs neither pygit2 nor the porcelain, a command
+"""Process start-up: what each command imports (docs/performance.md, "A ten-turn
+commit's own work"). `opal --version` needs neither pygit2 nor the porcelain, a command
 imports only the CLI module that defines it, and adapter discovery reads no package
 metadata through importlib.metadata unless a third-party adapter may be installed.
 
