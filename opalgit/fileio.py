@@ -76,3 +76,40 @@ def keep_newest(folder: str, keep: int, suffix: str = "") -> None:
             os.unlink(os.path.join(folder, name))
         except OSError:
             pass
+
+
+def read_sealed(path: str, magic: bytes) -> memoryview | None:
+    """The body of a local cache file written by :func:`write_sealed`; None when it is
+    missing, unreadable, of another kind, or not whole (its SHA-256 does not match)."""
+    import hashlib  # here: importing it costs ~3 ms that commands without caches skip
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    head = len(magic) + 32
+    if len(data) < head or data[: len(magic)] != magic:
+        return None
+    body = memoryview(data)[head:]
+    if hashlib.sha256(body).digest() != data[len(magic) : head]:
+        return None
+    return body
+
+
+def write_sealed(folder: str, name: str, magic: bytes, pieces: Sequence[bytes | memoryview], keep: int) -> None:
+    """Write the local cache file ``folder/name``: ``magic``, the SHA-256 of the body,
+    then the body (``pieces``, in order). It is not fsynced (a file torn by a crash
+    fails the check, which is only a miss), only the newest ``keep`` files of the
+    folder are kept, and a file that cannot be written is only a slower next time."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for piece in pieces:
+        digest.update(piece)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        replace_atomically(os.path.join(folder, name), [magic, digest.digest(), *pieces], sync=False)
+        keep_newest(folder, keep)
+    except OSError:
+        pass

@@ -16,12 +16,11 @@ newest :data:`KEEP` files are kept.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Mapping
 
 from . import sequence
-from .fileio import keep_newest, replace_atomically
+from .fileio import read_sealed, write_sealed
 from .payloads import Location
 from .store import ObjectStore
 
@@ -35,15 +34,10 @@ def _folder(opal_dir: str) -> str:
 
 
 def load(opal_dir: str, root: bytes) -> dict[bytes, Location] | None:
-    try:
-        with open(os.path.join(_folder(opal_dir), root.hex()), "rb") as fh:
-            data = fh.read()
-    except OSError:
+    sealed = read_sealed(os.path.join(_folder(opal_dir), root.hex()), MAGIC)
+    if sealed is None or len(sealed) % _RECORD:
         return None
-    head = len(MAGIC) + 32
-    body = data[head:]
-    if data[: len(MAGIC)] != MAGIC or len(body) % _RECORD or hashlib.sha256(body).digest() != data[len(MAGIC) : head]:
-        return None
+    body = sealed.tobytes()
     _remember_body(root, body)
     return {body[at : at + 32]: (body[at + 32 : at + 52], body[at + 52] == 1) for at in range(0, len(body), _RECORD)}
 
@@ -57,13 +51,7 @@ def save(opal_dir: str, root: bytes, locations: Mapping[bytes, Location], *, bod
     if body is None:
         body = _records(locations)
     _remember_body(root, body)
-    folder = _folder(opal_dir)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        replace_atomically(os.path.join(folder, root.hex()), MAGIC + hashlib.sha256(body).digest() + body, sync=False)
-        keep_newest(folder, KEEP)
-    except OSError:
-        pass  # a cache that cannot be written is only a slower next commit
+    write_sealed(_folder(opal_dir), root.hex(), MAGIC, [body], KEEP)
 
 
 _recent: dict[bytes, dict[bytes, Location]] = {}  # this process's last answers, by root

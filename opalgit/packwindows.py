@@ -15,13 +15,12 @@ the newest :data:`KEEP` files are kept (a window is up to 4 MiB).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import threading
 from typing import Callable, Sequence
 
-from .fileio import keep_newest, replace_atomically
+from .fileio import read_sealed, write_sealed
 
 MAGIC = b"OPW1"
 KEEP = 2
@@ -34,16 +33,8 @@ def _folder(opal_dir: str) -> str:
 
 def load(opal_dir: str, pack: bytes) -> tuple[bytes, int, int] | None:
     """(window, depth, chain) of the pack tree ``pack``, or None when not cached."""
-    try:
-        with open(os.path.join(_folder(opal_dir), pack.hex()), "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    head = len(MAGIC) + 32
-    if len(data) < head + _FACTS.size or data[: len(MAGIC)] != MAGIC:
-        return None
-    body = memoryview(data)[head:]
-    if hashlib.sha256(body).digest() != data[len(MAGIC) : head]:
+    body = read_sealed(os.path.join(_folder(opal_dir), pack.hex()), MAGIC)
+    if body is None or len(body) < _FACTS.size:
         return None
     chain, depth = _FACTS.unpack_from(body)
     return bytes(body[_FACTS.size :]), depth, chain
@@ -54,19 +45,7 @@ def save(opal_dir: str, pack: bytes, window: Sequence[bytes | memoryview], depth
     (written as they are, not joined: 4 MiB copied twice cost ~5 ms)."""
     if isinstance(window, (bytes, bytearray, memoryview)):
         window = (window,)
-    facts = _FACTS.pack(chain, depth)
-    digest = hashlib.sha256(facts)
-    for piece in window:
-        digest.update(piece)
-    folder = _folder(opal_dir)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        replace_atomically(
-            os.path.join(folder, pack.hex()), [MAGIC, digest.digest(), facts, *window], sync=False
-        )
-        keep_newest(folder, KEEP)
-    except OSError:
-        pass  # a cache that cannot be written is only a slower next commit
+    write_sealed(_folder(opal_dir), pack.hex(), MAGIC, [_FACTS.pack(chain, depth), *window], KEEP)
 
 
 def load_soon(opal_dir: str, pack: bytes) -> Callable[[], tuple[bytes, int, int] | None]:
