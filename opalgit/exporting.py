@@ -129,7 +129,7 @@ def export(
         write_files(result)
         if branch is not None:
             with repo.lock():
-                repo.config[f"branch.{branch}.session"] = f"{adapter.name}:{result.session_id}"
+                repo.config_set(f"branch.{branch}.session", f"{adapter.name}:{result.session_id}")
                 _checkpoint(repo, adapter.name, session, result, report, oid, len(turns), budget)
     return ExportOutcome(
         agent=adapter.name,

@@ -165,7 +165,7 @@ def tracked_session(repo: Repository, branch: str) -> tuple[str, str] | None:
 def _track(repo: Repository, branch: str, agent: str, sid: str) -> None:
     key, value = f"branch.{branch}.session", f"{agent}:{sid}"
     if repo.config_get(key) != value:  # most commits continue the tracked session
-        repo.config[key] = value
+        repo.config_set(key, value)
 
 
 def _untrack(repo: Repository, branch: str) -> None:
