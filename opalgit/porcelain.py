@@ -8,11 +8,12 @@ plain result object that the CLI prints (or dumps as JSON).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from . import adapters, oplog, sequence
+from . import adapters, oplog, redactworker, sequence
 from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -22,11 +23,14 @@ from .errors import (
     SessionNotFoundError,
     UsageError,
 )
-from .model import Normal, SessionInfo, Source, StateHeader
+from .model import Normal, SessionInfo, Source, StateHeader, Turn
 from .refs import branch_ref, check_branch_name
 from .repo import Repository
 from .sequence import Item
 from .store import CommitData
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 
 from .states import (  # noqa: F401  (re-exported: the porcelain API)
     STATE_BLOB,
@@ -231,11 +235,13 @@ def commit(
 ) -> CommitResult:
     pick = find_session(repo, env, cwd, agent=agent, session=session, file=file)
     explicit = session is not None or file is not None
-    with repo.lock():
-        return _commit_locked(repo, pick, message, explicit)
+    with repo.lock(), contextlib.ExitStack() as cleanup:
+        return _commit_locked(repo, pick, message, explicit, cleanup)
 
 
-def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: bool) -> CommitResult:
+def _commit_locked(
+    repo: Repository, pick: Pick, message: str | None, explicit: bool, cleanup: contextlib.ExitStack
+) -> CommitResult:
     branch = current_branch(repo)
     head = branch_head(repo, branch)
     state = load_state(repo, head) if head else None
@@ -267,12 +273,25 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         and prev_src.path == f.path
         and not state.header.extra.get("detached")
     )
-    if same and prev_src is not None:
-        if begins_with(f.path, prev_src.size, prev_src.tail):
-            result = ad.read(f.path, start=prev_src.size, first_line=prev_src.lines + 1, state=prev_src.state)
-            incremental = result.extends
-            if not incremental:
-                result = None
+    extend = same and prev_src is not None and begins_with(f.path, prev_src.size, prev_src.tail)
+    # A large read gets a second process that tells which records hold nothing to
+    # redact (opalgit.redactworker). It is forked now, before anything starts a thread,
+    # and with the redactor the commit will use; a small read (the usual incremental
+    # commit, the hook's) loads no redaction at all until it has turns to store.
+    r: Redactor | None = None
+    redactor_ready = False
+    screen = redactworker.Screen()
+    begin, first = (prev_src.size, prev_src.lines + 1) if extend and prev_src is not None else (0, 1)
+    if redactworker.worth_it(f.path, begin):
+        from . import redaction
+
+        r, redactor_ready = redaction.redactor(repo), True
+        screen = cleanup.enter_context(redactworker.start(f.path, begin, first, r))
+    if extend and prev_src is not None:
+        result = ad.read(f.path, start=prev_src.size, first_line=prev_src.lines + 1, state=prev_src.state)
+        incremental = result.extends
+        if not incremental:
+            result = None
     resumed = 0  # records of ``state`` that the file's first lines stand for (see below)
     if result is None:
         result = ad.read(f.path)
@@ -297,7 +316,8 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     # record is handed on, so no object holding a placeholder can be flushed first.
     from . import redaction  # imported here: its rules cost start-up time elsewhere
 
-    r = redaction.redactor(repo)
+    if not redactor_ready:
+        r = redaction.redactor(repo)
     vault = redaction.vault(repo) if r is not None else None
     secured: set[tuple[str, str]] = set()  # (placeholder, secret) already in the vault
     placeholders: set[str] = set()
@@ -319,7 +339,16 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
         """Redacted, encoded records at ``indices`` (None: all), each counted into
         ``tally`` (is it a turn, its chars)."""
         for rec in result.iter_records(indices):
-            if r is not None:
+            if r is None:
+                pass
+            elif rec.turn.has_record and (judged := screen.verdict(rec.line, rec.crc)) is not None:
+                # The worker redacted exactly this line (same bytes, parsed alike,
+                # same redactor): what redacting it here would give.
+                value, found = judged
+                if found:
+                    secure(found)
+                    rec.turn = Turn.from_record(rec.turn.agent, value)
+            else:
                 turn, found = redaction.redact_turn(rec.turn, r)
                 if found:
                     secure(found)
@@ -420,6 +449,7 @@ def _commit_locked(repo: Repository, pick: Pick, message: str | None, explicit: 
     if placeholders:
         notes.insert(secrets_note_at, f"{len(placeholders)} secret(s) replaced by placeholders; the originals stay in this machine's vault")
 
+    screen.close()  # every record is stored: the other core is free again
     packer.keep_window()
     source = Source(
         path=f.path,

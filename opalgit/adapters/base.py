@@ -42,6 +42,9 @@ class Record:
     turn: Turn
     normal: Normal
     line: int  # 1-based line number of the record in the file
+    # CRC-32 of the line's bytes (without b"\n") when the record is one whole JSON
+    # line: lets the commit use a redaction verdict about that line (redactworker).
+    crc: int | None = None
 
 
 @dataclass

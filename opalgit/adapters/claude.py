@@ -614,7 +614,7 @@ class _Scan:
         self.lines = lines
 
 
-def _record(raw: bytes, line: jsonl.Line) -> Record:
+def _record(raw: bytes, line: jsonl.Line, crc: int | None = None) -> Record:
     """One line as a record: its exact turn and normalized view (blank and bad lines kept as bytes)."""
     if not raw.strip():
         return Record(Turn.from_line(AGENT, raw), Normal(role="meta", label="blank"), line.number)
@@ -622,7 +622,7 @@ def _record(raw: bytes, line: jsonl.Line) -> Record:
         value = jsonl.parse(raw)
     except jsonl.ParseFailure:
         return Record(Turn.from_line(AGENT, raw), Normal(role="meta", label="unparseable"), line.number)
-    return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number)
+    return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number, crc)
 
 
 # ---------------------------------------------------------------------------- adapter
@@ -846,7 +846,7 @@ class ClaudeAdapter(Adapter):
                 if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
                     raise InputError("the session file changed while it was being read", path=path, line=number,
                                      hint="run the command again; nothing was recorded")
-                yield _record(raw, jsonl.Line(number, begin, stop, raw, True))
+                yield _record(raw, jsonl.Line(number, begin, stop, raw, True), sums[i])
 
     def _first_line_error(self, path: str, line: int, problem: str, fh) -> InputError:
         # A Gemini CLI session of the single-JSON era is one pretty-printed document.

@@ -28,6 +28,7 @@ import io
 import json
 import os
 import re
+import zlib
 from typing import IO, Any, Iterator, Mapping
 
 from .. import codec, jsonl
@@ -554,7 +555,8 @@ class CodexAdapter(Adapter):
             end, lines = raw.line.end, raw.line.number
             if raw.problem is None:
                 seen_json = True
-                records.append(Record(record_turn(AGENT, raw), normalize_record(raw.value), raw.line.number))
+                records.append(Record(record_turn(AGENT, raw), normalize_record(raw.value), raw.line.number,
+                                      zlib.crc32(raw.line.raw)))
                 values.append(raw.value)
                 continue
             if raw.problem == "blank":

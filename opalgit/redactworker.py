@@ -1,0 +1,258 @@
+"""Redaction verdicts from a second process, so that a large import uses both cores.
+
+Redacting is about 40 % of importing a large session (every string of every record
+goes through the rules), and it is the part that parallelises without changing what
+is stored: whether a record holds a secret depends on that record alone. So for an
+import of many megabytes the commit forks a worker that reads the same file from the
+same offset, parses each line as the importer does (:func:`opalgit.jsonl.parse`) and
+runs the very :class:`~opalgit.redact.Redactor` the commit uses (inherited by the
+fork: same rules, allow-list and key) on it. For every line it sends back the line's
+number, the CRC-32 of its bytes and the verdict: nothing found, or the redacted
+value with its findings (msgpack; the pipe does not leave the machine, and the
+findings go to the vault as the commit's own would).
+
+The commit uses a verdict for a record only when the record is that line's parsed
+value (``turn.has_record``, built from the line by ``jsonl.parse``) and the verdict
+is about that line number *with the same CRC-32* the adapter saw: then redacting it
+again would give exactly the verdict (same function, same input, same key).
+Everything else is redacted in the commit's own process, as without a worker: the
+worker still behind, crashed or killed, never started (no ``fork`` on this
+platform, other threads already running, a small read), a line rewritten in
+between, a record kept as bytes, a value msgpack cannot carry. The worker can save
+time; it cannot let a secret through.
+
+The worker writes nothing but its pipe: it closes every inherited descriptor (the
+repository lock among them), points its standard streams at ``/dev/null``, and ends
+with ``os._exit`` so that no ``finally`` or ``atexit`` of the command runs twice.
+:meth:`Screen.close` ends it by its PID if it is still running and reaps it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import threading
+import zlib
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from . import jsonl
+from .redact import Finding
+
+if TYPE_CHECKING:
+    from .redact import Redactor
+
+# Below this many bytes to read, forking (a few ms) and the worker's own start would
+# not pay for themselves: incremental commits read a few KB.
+MIN_BYTES = 8 << 20
+
+# A verdict: line number, CRC-32 of the line without its b"\n", and the length of
+# what follows (0: nothing to redact; else msgpack [redacted value, [[kind,
+# placeholder, secret], ...]]).
+_FRAME = struct.Struct("<QII")
+_BATCH = 1 << 14  # bytes per write: few system calls, and the commit never waits long
+_SKIP = object()
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+class Screen:
+    """The verdicts of a running worker (or of none: :meth:`clean` is then always False)."""
+
+    def __init__(self, pid: int | None = None, rfd: int | None = None) -> None:
+        self._pid = pid
+        self._rfd = rfd
+        # line number -> (CRC-32, b"" for nothing to redact, else the packed redaction)
+        self._verdicts: dict[int, tuple[int, bytes]] = {}
+        self.used = 0  # records the commit did not have to redact itself
+        self._thread: threading.Thread | None = None
+        if rfd is not None:
+            # A thread drains the pipe (blocked in os.read, it holds no GIL), so the
+            # commit only ever looks a verdict up and never waits for one.
+            self._thread = threading.Thread(target=self._drain, name="opal-redact-verdicts", daemon=True)
+            self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._pid is not None
+
+    def _drain(self) -> None:
+        assert self._rfd is not None
+        head = _FRAME.size
+        unpack = _FRAME.unpack_from
+        verdicts = self._verdicts
+        buf = bytearray()
+        try:
+            while True:
+                chunk = os.read(self._rfd, 1 << 16)
+                if not chunk:
+                    return
+                buf += chunk
+                pos = 0
+                while len(buf) - pos >= head:
+                    line, crc, size = unpack(buf, pos)
+                    if len(buf) - pos - head < size:
+                        break
+                    verdicts[line] = (crc, bytes(buf[pos + head : pos + head + size]))
+                    pos += head + size
+                del buf[:pos]
+        except OSError:
+            return
+
+    def verdict(self, line: int, crc: int | None) -> tuple[Any, list[Finding]] | None:
+        """The worker's redaction of line ``line`` if it judged these very bytes:
+        ``(None, [])`` when there was nothing to redact, else the redacted value and
+        its findings. None: no verdict, the caller redacts."""
+        if crc is None:
+            return None
+        got = self._verdicts.pop(line, None)
+        if got is None or got[0] != crc:
+            return None
+        self.used += 1
+        if not got[1]:
+            return None, []
+        value, found = msgpack.unpackb(got[1], raw=False, strict_map_key=False)
+        return value, [Finding(kind, placeholder, secret) for kind, placeholder, secret in found]
+
+    def close(self) -> None:
+        """End the worker if it still runs (by its PID: it is our child, not yet reaped,
+        so the PID cannot belong to anyone else), reap it, and stop the reader."""
+        pid, self._pid = self._pid, None
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            while True:
+                try:
+                    os.waitpid(pid, 0)
+                    break
+                except ChildProcessError:
+                    break
+                except InterruptedError:  # pragma: no cover - retried by Python itself since 3.5
+                    continue
+        if self._thread is not None:
+            self._thread.join()  # the pipe's write end died with the worker: EOF
+            self._thread = None
+        if self._rfd is not None:
+            os.close(self._rfd)
+            self._rfd = None
+        self._verdicts.clear()
+
+    def __enter__(self) -> "Screen":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def worth_it(path: str, offset: int) -> bool:
+    """Whether reading ``path`` from ``offset`` is large enough for a worker (and the
+    file is lines as they will be read: not a compressed Codex rollout)."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        if os.path.getsize(path) - offset < MIN_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(4) != _ZSTD_MAGIC
+    except OSError:
+        return False
+
+
+def start(path: str, offset: int, first_line: int, redactor: "Redactor | None") -> Screen:
+    """A worker judging the lines of ``path`` from byte ``offset`` (line ``first_line``),
+    or an idle :class:`Screen` when one would not help or cannot be had safely."""
+    if redactor is None or not hasattr(os, "fork"):
+        return Screen()
+    # Forking while another thread runs could copy a lock that thread holds; the
+    # commit starts its threads (pack compression, the window cache) after this.
+    if threading.active_count() > 1:
+        return Screen()
+    try:
+        rfd, wfd = os.pipe()
+    except OSError:
+        return Screen()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(rfd)
+        os.close(wfd)
+        return Screen()
+    if pid == 0:  # pragma: no cover - runs in the worker; the tests observe its verdicts
+        code = 1
+        try:
+            os.close(rfd)
+            wfd = _isolate(wfd)
+            _judge(path, offset, first_line, redactor, wfd)
+            code = 0
+        except BaseException:  # noqa: BLE001 - whatever happens, the worker only exits
+            pass
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    return Screen(pid, rfd)
+
+
+def _isolate(wfd: int) -> int:
+    """In the worker: keep the pipe (as fd 3) and nothing else of the command's."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    if wfd != 3:
+        os.dup2(wfd, 3)
+        wfd = 3
+    os.closerange(4, _max_fd())  # everything else, /dev/null's own descriptor included
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the worker with the command
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return wfd
+
+
+def _max_fd() -> int:
+    try:
+        return min(os.sysconf("SC_OPEN_MAX"), 1 << 20)
+    except (ValueError, OSError):  # pragma: no cover
+        return 1 << 16
+
+
+def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: int) -> None:
+    """In the worker: a verdict for every line that is JSON, written in batches."""
+    frame = _FRAME.pack
+    out = bytearray()
+    number = first_line
+    with open(path, "rb", buffering=1 << 20) as fh:
+        fh.seek(offset)
+        for chunk in fh:
+            if chunk.endswith(b"\n"):  # a last line still being written is not read
+                raw = chunk[:-1]
+                try:
+                    value = jsonl.parse(raw)
+                except jsonl.ParseFailure:
+                    value = _SKIP  # kept as bytes by the adapter: the commit redacts it
+                if value is not _SKIP:
+                    new, found = redactor.redact_value(value)
+                    packed = b""
+                    if found:
+                        try:
+                            packed = msgpack.packb(
+                                [new, [[f.kind, f.placeholder, f.secret] for f in found]], use_bin_type=True
+                            )
+                        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot carry
+                            packed = None
+                    if packed is not None:
+                        out += frame(number, zlib.crc32(raw), len(packed))
+                        out += packed
+                        if len(out) >= _BATCH:
+                            _write_all(wfd, out)
+                            out.clear()
+            number += 1
+    if out:
+        _write_all(wfd, out)
+
+
+def _write_all(fd: int, data: bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,268 @@
+"""The redaction worker of large imports (opalgit.redactworker).
+
+What must hold: a commit made with the worker's verdicts is the commit made without
+them, object for object, vault entry for vault entry; whatever the worker does
+(dies at once, stops half-way, judges a file that changed), every record is still
+redacted; and the worker never outlives the commit, failed or not.
+
+The commits run in a fresh Python process each: the worker is only forked from a
+process without other threads, which a pytest process that has run server tests may
+not be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from opalgit import redactworker
+from opalgit.adapters.claude import ClaudeAdapter
+from opalgit.redactworker import Screen
+from tests.conftest import FIXTURES, ROOT, git
+
+SECRETS = os.path.join(FIXTURES, "secrets", "session.jsonl")
+GENERATED = os.path.join(FIXTURES, "claude", "generated", "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl")
+
+# Runs one commit of --file in a repository; prints what the test compares.
+SCRIPT = r"""
+import json, os, sys
+from opalgit import porcelain, redaction, redactworker, sequence
+from opalgit.repo import Repository
+
+repo_dir, path, mode = sys.argv[1:4]
+redactworker.MIN_BYTES = 1 << 60 if mode == "off" else 0
+started = []
+real_start = redactworker.start
+
+def start(*args, **kw):
+    screen = real_start(*args, **kw)
+    started.append(screen)
+    started.append(screen._pid)
+    if mode in ("on", "half") and screen._pid is not None:
+        # Wait for every verdict before the first record is stored, so that what
+        # the commit used does not depend on which process ran faster.
+        os.waitpid(screen._pid, 0)
+        screen._pid = None  # reaped here
+        screen._thread.join()
+        started[1] = None
+        started.append("waited")
+    return screen
+
+redactworker.start = start
+if mode == "dies":
+    redactworker._judge = lambda *a: os._exit(3)
+elif mode == "half":
+    cut = sys.argv[4]  # the worker judges a copy holding the first half of the lines
+    real_judge = redactworker._judge
+    redactworker._judge = lambda p, *rest: real_judge(cut, *rest)
+elif mode == "fails":
+    real_build = sequence.build
+    def build(store, items, *a, **kw):
+        for n, _ in enumerate(items):
+            if n == 5:
+                raise RuntimeError("the disk is full")
+    sequence.build = build
+repo = Repository.discover(repo_dir)
+out = {}
+try:
+    res = porcelain.commit(repo, {"HOME": repo_dir}, repo_dir, file=path)
+    out["notes"] = res.notes
+except RuntimeError as exc:
+    out["error"] = str(exc)
+screen, pid = (started + [None, None])[:2]
+out["used"] = screen.used if screen is not None else None
+out["forked"] = pid is not None or "waited" in started
+if pid is not None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        out["reaped"] = False
+    except ChildProcessError:
+        out["reaped"] = True
+print(json.dumps(out))
+"""
+
+
+def _session(tmp_path: Path) -> tuple[str, int]:
+    """A session with secrets among many clean records, and lines of every kind the
+    worker must leave to the commit: blank, not JSON, JSON that is not stored as
+    parsed (its bytes differ from the rendering), a lone surrogate (the standard
+    parser's), an integer msgpack cannot carry, a secret in such a line."""
+    secrets = Path(SECRETS).read_bytes().splitlines(keepends=True)
+    clean = Path(GENERATED).read_bytes().splitlines(keepends=True)
+    odd = [
+        b"\n",
+        b"this is not JSON {\n",
+        b'{"type": "note",  "text": "spaced out", "n": 1.0}\n',
+        b'{"type":"note","text":"lone \\ud800 surrogate"}\n',
+        b'{"type":"note","big":' + str(2**70).encode() + b',"text":"AKIAER4UISCXD5M2LJG2"}\n',
+        b'{"type":"note","big":' + str(2**70).encode() + b',"text":"no secret"}\n',
+        b'{"type": "note", "aws": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}\n',
+    ]
+    lines = secrets + clean + odd + secrets[: len(secrets) // 2] + clean + odd
+    path = tmp_path / "4d427a60-776a-4238-b86b-00e1c8eb4d72.jsonl"
+    path.write_bytes(b"".join(lines))
+    return str(path), len(lines)
+
+
+def _repo(tmp_path: Path, name: str, key_from: str | None = None) -> str:
+    repo = tmp_path / name
+    repo.mkdir()
+    git("init", "-q", str(repo))
+    subprocess.run([sys.executable, "-m", "opalgit", "init"], cwd=repo, check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": ROOT})
+    if key_from is not None:  # the same redaction key: placeholders compare equal
+        vault = repo / ".git" / "opal" / "vault"
+        vault.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copy2(key_from, vault / "secrets.jsonl")  # keeps its private mode
+    return str(repo)
+
+
+def _commit(repo: str, path: str, mode: str, *extra: str) -> dict:
+    p = subprocess.run([sys.executable, "-c", SCRIPT, repo, path, mode, *extra], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _judgeable(path: str, last: int) -> int:
+    """How many of the first ``last`` records the worker can speak for: those stored as
+    their parsed line, less the one with a secret beside an integer msgpack cannot
+    carry (the worker cannot send its redaction)."""
+    n = 0
+    for rec in ClaudeAdapter().read(path).iter_records():
+        if rec.line <= last and rec.turn.has_record:
+            n += not (isinstance(rec.turn.record, dict) and "big" in rec.turn.record
+                      and "AKIA" in rec.turn.record.get("text", ""))
+    return n
+
+
+def _tree(repo: str) -> str:
+    return git("--git-dir", os.path.join(repo, ".git"), "rev-parse", "refs/opal/heads/main^{tree}").stdout.strip()
+
+
+def _vault(repo: str) -> set[tuple[str, str]]:
+    """(placeholder, secret) of every vault entry (not when it was written)."""
+    lines = (Path(repo) / ".git/opal/vault/secrets.jsonl").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    return {(e["p"], e["s"]) for e in entries if "p" in e}
+
+
+@pytest.fixture
+def base(tmp_path):
+    """The session, and a commit of it made without a worker (the reference)."""
+    path, n = _session(tmp_path)
+    ref = _repo(tmp_path, "reference")
+    # Create the key first, so that every other repository can share it.
+    from opalgit import redaction
+    from opalgit.repo import Repository
+
+    redaction.vault(Repository.discover(ref)).key()
+    key = tmp_path / "key-only-vault.jsonl"
+    shutil.copy2(Path(ref) / ".git/opal/vault/secrets.jsonl", key)
+    out = _commit(ref, path, "off")
+    assert not out["forked"]
+    assert any("secret(s) replaced" in note for note in out["notes"]) and len(_vault(ref)) >= 5
+    return tmp_path, path, n, ref, out["notes"], str(key)
+
+
+def test_verdicts_make_the_same_commit(base):
+    tmp_path, path, n, ref, notes, key = base
+    repo = _repo(tmp_path, "worker", key_from=key)
+    out = _commit(repo, path, "on")
+    assert out["forked"]
+    assert out["used"] == _judgeable(path, n)
+    assert _tree(repo) == _tree(ref)
+    assert _vault(repo) == _vault(ref)
+    assert out["notes"] == notes
+
+
+def test_a_worker_that_dies_at_once_changes_nothing(base):
+    tmp_path, path, n, ref, _, key = base
+    repo = _repo(tmp_path, "dies", key_from=key)
+    out = _commit(repo, path, "dies")
+    assert out["forked"] and out["reaped"] and out["used"] == 0
+    assert _tree(repo) == _tree(ref) and _vault(repo) == _vault(ref)
+
+
+def test_a_worker_that_judged_half_the_file(base):
+    tmp_path, path, n, ref, _, key = base
+    half = tmp_path / "half.jsonl"
+    data = Path(path).read_bytes().splitlines(keepends=True)
+    half.write_bytes(b"".join(data[: n // 2]))
+    repo = _repo(tmp_path, "half", key_from=key)
+    out = _commit(repo, path, "half", str(half))
+    assert out["forked"] and 0 < out["used"] == _judgeable(path, n // 2) < _judgeable(path, n)
+    assert _tree(repo) == _tree(ref) and _vault(repo) == _vault(ref)
+
+
+def test_the_worker_is_reaped_when_the_commit_fails(base):
+    tmp_path, path, n, ref, _, key = base
+    repo = _repo(tmp_path, "fails", key_from=key)
+    out = _commit(repo, path, "fails")
+    assert out["error"] == "the disk is full" and out["forked"] and out["reaped"]
+    # Nothing was committed, and the lock is free: the next commit goes through.
+    assert git("--git-dir", os.path.join(repo, ".git"), "for-each-ref", "refs/opal/heads").stdout == ""
+    out = _commit(repo, path, "on")
+    assert _tree(repo) == _tree(ref)
+
+
+# ------------------------------------------------------------------ the verdicts themselves
+
+
+def _frames(*items: tuple[int, int, bytes]) -> bytes:
+    return b"".join(struct.pack("<QII", line, crc, len(body)) + body for line, crc, body in items)
+
+
+def _screen(data: bytes) -> Screen:
+    rfd, wfd = os.pipe()
+    screen = Screen(None, rfd)
+    # Written in pieces that split frames: the reader must put them together.
+    for i in range(0, len(data), 7):
+        os.write(wfd, data[i : i + 7])
+    os.close(wfd)
+    assert screen._thread is not None
+    screen._thread.join(timeout=30)
+    return screen
+
+
+def test_a_verdict_counts_only_for_the_same_bytes():
+    line = b'{"type":"user","text":"hello"}'
+    crc = zlib.crc32(line)
+    redacted = msgpack.packb([{"text": "opal-secret:aws-access-key:0123456789ab"},
+                              [["aws-access-key", "opal-secret:aws-access-key:0123456789ab", "AKIAER4UISCXD5M2LJG2"]]])
+    screen = _screen(_frames((7, crc, b""), (8, 99, b""), (9, 5, redacted)))
+    assert screen.verdict(7, crc) == (None, [])
+    assert screen.verdict(7, crc) is None  # used once: a record asked again is redacted again
+    assert screen.verdict(8, crc) is None  # another line's bytes than the adapter saw
+    assert screen.verdict(8, None) is None  # a record that is not one whole line
+    assert screen.verdict(1, crc) is None  # never judged
+    value, found = screen.verdict(9, 5)
+    assert value == {"text": "opal-secret:aws-access-key:0123456789ab"}
+    assert [(f.kind, f.placeholder, f.secret) for f in found] == [
+        ("aws-access-key", "opal-secret:aws-access-key:0123456789ab", "AKIAER4UISCXD5M2LJG2")]
+    assert screen.used == 2
+    screen.close()
+    screen.close()  # idempotent
+
+
+def test_small_reads_and_compressed_files_get_no_worker(tmp_path, monkeypatch):
+    small = tmp_path / "s.jsonl"
+    small.write_bytes(b'{"a":1}\n' * 10)
+    assert not redactworker.worth_it(str(small), 0)
+    assert redactworker.start(str(small), 0, 1, None).running is False  # redaction is off
+    monkeypatch.setattr(redactworker, "MIN_BYTES", 16)
+    assert redactworker.worth_it(str(small), 0)
+    assert not redactworker.worth_it(str(small), 70)  # only what is left to read counts
+    zst = tmp_path / "rollout.jsonl.zst"
+    zst.write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 64)
+    assert not redactworker.worth_it(str(zst), 0)
+    assert not redactworker.worth_it(str(tmp_path / "missing.jsonl"), 0)
