@@ -30,7 +30,6 @@ with ``os._exit`` so that no ``finally`` or ``atexit`` of the command runs twice
 from __future__ import annotations
 
 import os
-import signal
 import struct
 import threading
 import zlib
@@ -39,10 +38,9 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from . import jsonl
-from .redact import Finding
 
-if TYPE_CHECKING:
-    from .redact import Redactor
+if TYPE_CHECKING:  # the commit imports the redaction modules only when it has turns to store
+    from .redact import Finding, Redactor
 
 # Below this many bytes to read, forking (a few ms) and the worker's own start would
 # not pay for themselves: incremental commits read a few KB.
@@ -112,6 +110,8 @@ class Screen:
         self.used += 1
         if not got[1]:
             return None, []
+        from .redact import Finding
+
         value, found = msgpack.unpackb(got[1], raw=False, strict_map_key=False)
         return value, [Finding(kind, placeholder, secret) for kind, placeholder, secret in found]
 
@@ -120,6 +120,8 @@ class Screen:
         so the PID cannot belong to anyone else), reap it, and stop the reader."""
         pid, self._pid = self._pid, None
         if pid is not None:
+            import signal  # here: its enums cost every command a millisecond at start-up
+
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -204,6 +206,7 @@ def _isolate(wfd: int) -> int:
         os.dup2(wfd, 3)
         wfd = 3
     os.closerange(4, _max_fd())  # everything else, /dev/null's own descriptor included
+    import signal
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the worker with the command
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return wfd
