@@ -33,6 +33,7 @@ import os
 import struct
 import threading
 import zlib
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # the commit imports the redaction modules only when it has t
 # Below this many bytes to read, forking (a few ms) and the worker's own start would
 # not pay for themselves: incremental commits read a few KB.
 MIN_BYTES = 8 << 20
+# Verdicts held in the commit, waiting to be used: the worker is paused past this.
+HOLD_BYTES = 4 << 20
 
 # A verdict: line number, CRC-32 of the line without its b"\n", and the length of
 # what follows (0: nothing to redact; else msgpack [redacted value, [[kind,
@@ -56,13 +59,18 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 class Screen:
-    """The verdicts of a running worker (or of none: :meth:`clean` is then always False)."""
+    """The verdicts of a running worker (or of none: :meth:`verdict` then always says
+    None, and the commit redacts every record itself)."""
 
     def __init__(self, pid: int | None = None, rfd: int | None = None) -> None:
         self._pid = pid
         self._rfd = rfd
-        # line number -> (CRC-32, b"" for nothing to redact, else the packed redaction)
-        self._verdicts: dict[int, tuple[int, bytes]] = {}
+        # (line number, CRC-32, b"" for nothing to redact, else the packed redaction),
+        # in the order the worker sent them: ascending lines, as the commit asks.
+        self._queue: deque[tuple[int, int, bytes]] = deque()
+        self._held = 0  # bytes of verdicts received and not yet used or dropped
+        self._room = threading.Condition()
+        self._closing = False
         self.used = 0  # records the commit did not have to redact itself
         self._thread: threading.Thread | None = None
         if rfd is not None:
@@ -79,45 +87,75 @@ class Screen:
         assert self._rfd is not None
         head = _FRAME.size
         unpack = _FRAME.unpack_from
-        verdicts = self._verdicts
         buf = bytearray()
         try:
             while True:
+                # The worker may run far ahead (it neither encodes nor stores): past
+                # HOLD_BYTES of verdicts waiting, stop reading until the commit has
+                # used some. The pipe fills and the worker waits; memory stays flat.
+                with self._room:
+                    while self._held > HOLD_BYTES and not self._closing:
+                        self._room.wait()
+                    if self._closing:
+                        return
                 chunk = os.read(self._rfd, 1 << 16)
                 if not chunk:
                     return
                 buf += chunk
                 pos = 0
+                got = []
                 while len(buf) - pos >= head:
                     line, crc, size = unpack(buf, pos)
                     if len(buf) - pos - head < size:
                         break
-                    verdicts[line] = (crc, bytes(buf[pos + head : pos + head + size]))
+                    got.append((line, crc, bytes(buf[pos + head : pos + head + size])))
                     pos += head + size
                 del buf[:pos]
+                with self._room:
+                    self._queue.extend(got)
+                    self._held += pos
         except OSError:
             return
 
     def verdict(self, line: int, crc: int | None) -> tuple[Any, list[Finding]] | None:
         """The worker's redaction of line ``line`` if it judged these very bytes:
         ``(None, [])`` when there was nothing to redact, else the redacted value and
-        its findings. None: no verdict, the caller redacts."""
-        if crc is None:
+        its findings. None: no verdict, the caller redacts.
+
+        Verdicts for lines before ``line`` are dropped: the commit asks in file order,
+        and a later pass over earlier lines (a fork's records) redacts them itself.
+        """
+        if crc is None or self._rfd is None:
             return None
-        got = self._verdicts.pop(line, None)
-        if got is None or got[0] != crc:
+        head = _FRAME.size
+        queue = self._queue
+        found = None
+        with self._room:
+            freed = 0
+            while queue and queue[0][0] < line:
+                freed += head + len(queue.popleft()[2])
+            if queue and queue[0][0] == line:
+                found = queue.popleft()
+                freed += head + len(found[2])
+            if freed:
+                self._held -= freed
+                self._room.notify()
+        if found is None or found[1] != crc:
             return None
         self.used += 1
-        if not got[1]:
+        if not found[2]:
             return None, []
         from .redact import Finding
 
-        value, found = msgpack.unpackb(got[1], raw=False, strict_map_key=False)
-        return value, [Finding(kind, placeholder, secret) for kind, placeholder, secret in found]
+        value, findings = msgpack.unpackb(found[2], raw=False, strict_map_key=False)
+        return value, [Finding(kind, placeholder, secret) for kind, placeholder, secret in findings]
 
     def close(self) -> None:
         """End the worker if it still runs (by its PID: it is our child, not yet reaped,
         so the PID cannot belong to anyone else), reap it, and stop the reader."""
+        with self._room:
+            self._closing = True
+            self._room.notify_all()
         pid, self._pid = self._pid, None
         if pid is not None:
             import signal  # here: its enums cost every command a millisecond at start-up
@@ -135,12 +173,13 @@ class Screen:
                 except InterruptedError:  # pragma: no cover - retried by Python itself since 3.5
                     continue
         if self._thread is not None:
-            self._thread.join()  # the pipe's write end died with the worker: EOF
+            self._thread.join()  # the worker is gone (EOF) or the reader saw _closing
             self._thread = None
         if self._rfd is not None:
             os.close(self._rfd)
             self._rfd = None
-        self._verdicts.clear()
+        self._queue.clear()
+        self._held = 0
 
     def __enter__(self) -> "Screen":
         return self
