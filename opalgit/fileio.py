@@ -26,6 +26,13 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """``os.write`` until all of ``data`` is written (a pipe or a signal may take less)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def replace_atomically(
     path: str, data: bytes | Sequence[bytes | memoryview], *, mode: int | None = None, sync: bool = True
 ) -> None:

@@ -204,7 +204,6 @@ def _continues_export(repo: Repository, agent: str, f, state: "State", result: R
     return cp.records
 
 
-
 @dataclass
 class CommitResult:
     branch: str
@@ -288,7 +287,7 @@ def _commit_locked(
         r, redactor_ready = redaction.redactor(repo), True
         screen = cleanup.enter_context(redactworker.start(f.path, begin, first, r))
     if extend and prev_src is not None:
-        result = ad.read(f.path, start=prev_src.size, first_line=prev_src.lines + 1, state=prev_src.state)
+        result = ad.read(f.path, start=begin, first_line=first, state=prev_src.state)
         incremental = result.extends
         if not incremental:
             result = None

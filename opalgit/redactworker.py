@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from . import jsonl
+from .fileio import write_all
 
 if TYPE_CHECKING:  # the commit imports the redaction modules only when it has turns to store
     from .redact import Finding, Redactor
@@ -54,7 +55,6 @@ HOLD_BYTES = 4 << 20
 # placeholder, secret], ...]]).
 _FRAME = struct.Struct("<QII")
 _BATCH = 1 << 14  # bytes per write: few system calls, and the commit never waits long
-_SKIP = object()
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -259,42 +259,37 @@ def _max_fd() -> int:
 
 
 def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: int) -> None:
-    """In the worker: a verdict for every line that is JSON, written in batches."""
+    """In the worker: the verdicts on the lines from ``offset``, written in batches."""
     frame = _FRAME.pack
     out = bytearray()
-    number = first_line
     with open(path, "rb", buffering=1 << 20) as fh:
-        fh.seek(offset)
-        for chunk in fh:
-            if chunk.endswith(b"\n"):  # a last line still being written is not read
-                raw = chunk[:-1]
-                try:
-                    value = jsonl.parse(raw)
-                except jsonl.ParseFailure:
-                    value = _SKIP  # kept as bytes by the adapter: the commit redacts it
-                if value is not _SKIP:
-                    new, found = redactor.redact_value(value)
-                    packed = b""
-                    if found:
-                        try:
-                            packed = msgpack.packb(
-                                [new, [[f.kind, f.placeholder, f.secret] for f in found]], use_bin_type=True
-                            )
-                        except (TypeError, ValueError, OverflowError):  # a value msgpack cannot carry
-                            packed = None
-                    if packed is not None:
-                        out += frame(number, zlib.crc32(raw), len(packed))
-                        out += packed
-                        if len(out) >= _BATCH:
-                            _write_all(wfd, out)
-                            out.clear()
-            number += 1
+        for line in jsonl.iter_lines(fh, start=offset, first_number=first_line):
+            if not line.terminated:  # a last line still being written is not read
+                break
+            packed = _verdict(redactor, line.raw)
+            if packed is None:
+                continue
+            out += frame(line.number, zlib.crc32(line.raw), len(packed))
+            out += packed
+            if len(out) >= _BATCH:
+                write_all(wfd, out)
+                out.clear()
     if out:
-        _write_all(wfd, out)
+        write_all(wfd, out)
 
 
-def _write_all(fd: int, data: bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def _verdict(redactor: "Redactor", raw: bytes) -> bytes | None:
+    """b"" when redacting the line's parsed value finds nothing, else the packed
+    redaction; None when there is no verdict to give: the line is not JSON (the
+    adapter keeps it as bytes), or its redaction is a value msgpack cannot carry."""
+    try:
+        value = jsonl.parse(raw)
+    except jsonl.ParseFailure:
+        return None
+    new, found = redactor.redact_value(value)
+    if not found:
+        return b""
+    try:
+        return msgpack.packb([new, [[f.kind, f.placeholder, f.secret] for f in found]], use_bin_type=True)
+    except (TypeError, ValueError, OverflowError):
+        return None

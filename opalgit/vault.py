@@ -29,7 +29,7 @@ import time
 from typing import Iterable
 
 from .errors import OpalError
-from .fileio import fsync_dir
+from .fileio import fsync_dir, write_all
 from .redact import Finding, is_placeholder
 
 __all__ = ["Vault", "VaultError", "default_path"]
@@ -130,7 +130,7 @@ class Vault:
             st = os.fstat(fd)
             if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
                 lines = b"\n" + lines  # a cut-short last line stays a line of its own
-            _write_all(fd, lines)
+            write_all(fd, lines)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -236,7 +236,7 @@ class Vault:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _FILE_MODE)
         try:
             os.fchmod(fd, _FILE_MODE)  # whatever the umask
-            _write_all(fd, header)
+            write_all(fd, header)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -290,13 +290,6 @@ def _parse_record(raw: bytes) -> tuple[str, str] | None:
     if not (isinstance(ph, str) and isinstance(secret, str) and is_placeholder(ph)):
         return None
     return ph, secret
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def _read_all(fd: int, size: int) -> bytes:
