@@ -91,9 +91,8 @@ def after_append(
     can add to them."""
     if new is None:
         return
-    kept = len(sequence.leaves(store, old)) - 1 if old is not None else 0
     added: dict[bytes, Location] = {}
-    for leaf in sequence.leaves(store, new)[max(kept, 0) :]:
+    for leaf in sequence.added_leaves(store, old, new):
         for d, loc in sequence.leaf_payloads(store, leaf.oid).items():
             if d not in known and d not in added:
                 added[d] = loc

@@ -300,18 +300,23 @@ def _chunk(
     return out
 
 
+def _group(store: ObjectStore, level: list[Node]) -> list[Node]:
+    """The level above ``level``: one tree per :data:`FANOUT` nodes, from the left."""
+    parents: list[Node] = []
+    for start in range(0, len(level), FANOUT):
+        group = level[start : start + FANOUT]
+        entries = [(f"{i:04d}-{n.items}-{n.turns}", True, n.oid) for i, n in enumerate(group)]
+        oid = store.write_tree(entries)
+        parents.append(Node(oid, sum(n.items for n in group), sum(n.turns for n in group)))
+    return parents
+
+
 def _build_levels(store: ObjectStore, leaves: list[Node]) -> Node | None:
     level = leaves
     if not level:
         return None
     while len(level) > 1:
-        parents: list[Node] = []
-        for start in range(0, len(level), FANOUT):
-            group = level[start : start + FANOUT]
-            entries = [(f"{i:04d}-{n.items}-{n.turns}", True, n.oid) for i, n in enumerate(group)]
-            oid = store.write_tree(entries)
-            parents.append(Node(oid, sum(n.items for n in group), sum(n.turns for n in group)))
-        level = parents
+        level = _group(store, level)
     return level[0]
 
 
@@ -548,13 +553,46 @@ def item_index_of_turn(store: ObjectStore, root: Node | None, turn: int) -> int:
 
 
 def append(store: ObjectStore, root: Node | None, items: Iterable[Item], packer: Packer | None = None) -> Node | None:
-    """The sequence with ``items`` added at the end: rewrites the last leaf and the spine."""
-    all_leaves = leaves(store, root)
-    tail: list[Item] = []
-    base = None
-    if all_leaves:
-        tail, base = read_leaf_as_base(store, all_leaves.pop().oid)
-    return _build_levels(store, all_leaves + _chunk(store, _concat(tail, items), packer, base))
+    """The sequence with ``items`` added at the end: rewrites the last leaf and the
+    right spine, reading and writing one tree per level whatever the length.
+
+    Levels are cut into groups of :data:`FANOUT` from their left end, so every group
+    but the last is the same before and after the append, and so is the tree above
+    it: at each level only the last group's nodes need grouping again. They are the
+    children of the spine's node one level up, which the walk down has read.
+    """
+    if root is None:
+        return _build_levels(store, _chunk(store, items, packer))
+    spine: list[list[Node]] = []  # children of the root, then of its last child, ...
+    last = root
+    while (kids := _children(store, last.oid)) is not None:
+        spine.append(kids)
+        last = kids[-1]
+    tail, base = read_leaf_as_base(store, last.oid)
+    new_leaves = _chunk(store, _concat(tail, items), packer, base)
+    level = new_leaves
+    for kids in reversed(spine[1:]):
+        level = _group(store, kids[:-1] + level)  # (kids[0] starts a group of its level)
+    new = _build_levels(store, (spine[0][:-1] + level) if spine else level)
+    assert new is not None  # (the last leaf's records at least)
+    if len(store.derived) >= 64:
+        store.derived.clear()
+    store.derived[("appended", new.oid)] = (root.oid, tuple(new_leaves))
+    return new
+
+
+def added_leaves(store: ObjectStore, old: Node | None, new: Node | None) -> list[Node]:
+    """The leaves of ``new`` from the one that replaced ``old``'s last leaf on, where
+    ``new`` is ``old`` with records added by :func:`append` (known without reading
+    the trees when that append ran in this process)."""
+    if new is None:
+        return []
+    if old is None:
+        return leaves(store, new)
+    known = store.derived.get(("appended", new.oid))
+    if isinstance(known, tuple) and known[0] == old.oid:
+        return list(known[1])
+    return leaves(store, new)[len(leaves(store, old)) - 1 :]
 
 
 def truncate(store: ObjectStore, root: Node | None, n: int) -> Node | None:

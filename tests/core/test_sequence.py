@@ -326,3 +326,54 @@ def test_fsck_reports_leaves_at_unequal_depths(tmp_path):
     checker = fsck._Checker(repo, report)
     assert checker.node(mixed, "test") == (301, tall.turns + lone.turns)
     assert any("leaves at depths [1, 2]" in p for p in report.problems), report.problems
+
+
+# ------------------------------------------------------------- appending by the spine
+
+
+@pytest.mark.parametrize("fanout", [2, 3, 64])
+def test_an_append_equals_a_rebuild_at_every_depth(monkeypatch, fanout):
+    # A small fanout makes trees of four or five levels from a few hundred records,
+    # so every way a spine can grow (a group fills, a new top level) is exercised.
+    monkeypatch.setattr(sequence, "FANOUT", fanout)
+    store = MemoryObjectStore()
+    packer = payloads.Packer(store)  # shared: leaf trees name the packs of their payloads
+    root = None
+    done: list[sequence.Item] = []
+    for start, size in [(0, 1), (1, 40), (41, 3), (44, 200), (244, 1), (245, 300), (545, 17)]:
+        batch = ITEMS[start : start + size]
+        grown = sequence.append(store, root, batch, packer)
+        done += batch
+        assert same_records(store, grown, sequence.build(store, done, packer))
+        assert ids(store, grown) == [it.id for it in done]
+        old_count = len(sequence.leaves(store, root)) if root is not None else 1
+        assert sequence.added_leaves(store, root, grown) == sequence.leaves(store, grown)[old_count - 1 :]
+        root = grown
+
+
+def test_an_append_reads_one_tree_per_level(monkeypatch):
+    monkeypatch.setattr(sequence, "FANOUT", 3)
+    store = MemoryObjectStore()
+    root = sequence.build(store, ITEMS)
+    height = 0
+    node = root.oid
+    while (kids := sequence._children(store, node)) is not None:
+        height += 1
+        node = kids[-1].oid
+    assert height >= 4
+    reads = []
+    real = store.read_tree
+    monkeypatch.setattr(store, "read_tree", lambda oid: reads.append(oid) or real(oid))
+    sequence.append(store, root, [make_item(77_777)])
+    # The spine's trees and the last leaf's tree (to learn it is the leaf, then to
+    # read it), none of the other trees of 1,500 records.
+    assert len(reads) <= height + 2
+
+
+def test_added_leaves_without_the_append_in_memory_reads_the_trees(store):
+    root = sequence.build(store, ITEMS[:700])
+    grown = sequence.append(store, root, ITEMS[700:760])
+    store.derived.clear()  # as in another process
+    assert sequence.added_leaves(store, root, grown) == sequence.leaves(store, grown)[len(sequence.leaves(store, root)) - 1 :]
+    assert sequence.added_leaves(store, None, grown) == sequence.leaves(store, grown)
+    assert sequence.added_leaves(store, root, None) == []
