@@ -106,7 +106,6 @@ class Bench:
         self.import_wall: dict[int, float] = {}
         self.import_repo: dict[int, str] = {}
         self.single_growth: dict[int, int] = {}
-        self.export_codex: tuple[float, str] | None = None  # (median wall, a written file)
         self.log = lambda s: print(s, file=sys.stderr, flush=True)
         self._n = 0
         # Repositories never outlive a run; generated sessions are reused (--workdir).
@@ -193,7 +192,11 @@ class Bench:
         for size in cfg.import_sizes:
             st = self.session("claude", size=size)
             walls, cpus, rss, growth = [], [], [], []
+            bw, bc = [], []
             repo = ""
+            # The import and the baseline take turns, so that a change in the machine's
+            # speed during the run (seen at 2x within minutes on shared hosts) weighs on
+            # both alike instead of on whichever ran in the slow minutes.
             for i in range(cfg.runs):
                 if repo:
                     shutil.rmtree(repo)
@@ -204,15 +207,13 @@ class Bench:
                 walls.append(p.wall)
                 cpus.append(p.cpu)
                 rss.append(p.maxrss)
+                b = run([sys.executable, "-c", ORJSON_PARSE, st.path], env=self.env).check()
+                bw.append(b.wall)
+                bc.append(b.cpu)
             res = json.loads(p.out)
             self.import_repo[size] = repo
             self.import_wall[size] = median(walls)
             self.single_growth[size] = int(median(growth))
-            bw, bc = [], []
-            for _ in range(cfg.runs):
-                b = run([sys.executable, "-c", ORJSON_PARSE, st.path], env=self.env).check()
-                bw.append(b.wall)
-                bc.append(b.cpu)
             try:
                 import orjson  # noqa: F401
 
@@ -445,10 +446,10 @@ class Bench:
             st = self.session("claude", size=size)
             for agent in ("claude", "codex", "gemini"):
                 rid = f"export.{agent}" if size == cfg.main_size else f"export.{agent}@{size_label(size)}"
-                walls, cpus, written = [], [], 0
+                walls, cpus, imports, written = [], [], [], 0
                 report: dict = {}
                 na = None
-                for i in range(cfg.runs):
+                for _ in range(cfg.runs):
                     p = self.opal("export", "--to", agent, "--json", cwd=repo)
                     if p.rc != 0:
                         if _not_implemented(p):
@@ -457,26 +458,28 @@ class Bench:
                         p.check()
                     walls.append(p.wall)
                     cpus.append(p.cpu)
+                    # Each export is paired with an import of the same session, run
+                    # right after it (see bench_import on taking turns).
+                    other = self.fresh_repo(f"import-for-export-{agent}")
+                    imports.append(self.opal("commit", "--file", st.path, "--json", cwd=other).check().wall)
+                    shutil.rmtree(other)
                     out = json.loads(p.out)
                     report = out.get("report", {})
                     files = out.get("files", [])
                     written = sum(os.path.getsize(f) for f in files)
-                    keep = agent == "codex" and size == cfg.main_size and i == cfg.runs - 1
                     for f in files:
-                        if not keep:
-                            os.unlink(f)
-                    if keep and files:
-                        self.export_codex = (median(walls), files[0])
+                        os.unlink(f)
                 if na:
                     self.na(rid, f"opal export --to {agent}", na)
                     continue
                 dropped = sum(report.get("dropped", {}).values())
                 converted = sum(report.get("converted", {}).values())
                 self.row(Row(rid, f"opal export --to {agent} of the {size_label(st.bytes)} session", median(walls), "s",
-                             self.import_wall[size], "its import", target=1.0 if size == cfg.main_size else None,
+                             median(imports), "its import", target=1.0 if size == cfg.main_size else None,
                              note=f"wrote {written / MB:.1f} MB; {converted} converted, {dropped} dropped; "
                                   f"cpu {median(cpus):.2f} s",
-                             extra={"runs_wall": walls, "runs_cpu": cpus, "written_bytes": written, "report": report}))
+                             extra={"runs_wall": walls, "runs_cpu": cpus, "baseline_wall": imports,
+                                    "written_bytes": written, "report": report}))
 
     # ---------------------------------------------------------------------- 5 read
 
@@ -495,20 +498,21 @@ class Bench:
         build = time.perf_counter() - t
         turns = res["turns"]
         self.opal("branch", "side", f"main:{turns - 10}", cwd=repo).check()
-        floor = [self.opal("--version", cwd=repo).check() for _ in range(cfg.floor_runs)]
-        fw = median([p.wall for p in floor])
         cases = [
             ("read.log", "opal log -n 20", ["log", "-n", "20"]),
             ("read.show", f"opal show main:{turns // 2}", ["show", f"main:{turns // 2}"]),
             ("read.diff", "opal diff main side (all but 10 turns shared)", ["diff", "main", "side"]),
         ]
         for rid, title, args in cases:
-            ps = [self.opal(*args, cwd=repo).check() for _ in range(max(cfg.runs, 3 if not cfg.quick else 1))]
-            self.row(Row(rid, f"{title}, {turns:,}-turn history", median([p.wall for p in ps]), "s", fw,
-                         "opal --version", target=3.0,
+            ps, fs = [], []
+            for _ in range(max(cfg.runs, 3 if not cfg.quick else 1)):  # taking turns with the floor
+                ps.append(self.opal(*args, cwd=repo).check())
+                fs.append(self.opal("--version", cwd=repo).check())
+            self.row(Row(rid, f"{title}, {turns:,}-turn history", median([p.wall for p in ps]), "s",
+                         median([f.wall for f in fs]), "opal --version", target=3.0,
                          note=f"cpu {median([p.cpu for p in ps]) * 1000:.0f} ms vs "
-                              f"{median([p.cpu for p in floor]) * 1000:.0f} ms; {len(ps[0].out)} bytes out",
-                         extra={"runs_wall": [p.wall for p in ps], "floor_wall": [p.wall for p in floor],
+                              f"{median([f.cpu for f in fs]) * 1000:.0f} ms; {len(ps[0].out)} bytes out",
+                         extra={"runs_wall": [p.wall for p in ps], "floor_wall": [f.wall for f in fs],
                                 "history_build_s": build, "history_bytes": st.bytes}))
         shutil.rmtree(repo)
 
@@ -618,8 +622,9 @@ class Bench:
         folder = os.path.join(home, ".claude", "projects", re.sub(r"[^A-Za-z0-9]", "-", cwd))
         os.makedirs(folder, exist_ok=True)
         shutil.copyfile(st.path, os.path.join(folder, os.path.basename(st.path)))
-        walls, cpus = [], []
-        hc_file = None
+        walls, cpus, ow = [], [], []
+        hc_file = opal_file = None
+        repo = self._ensure_import(size)
         sessions = os.path.join(home, ".codex", "sessions")
         for i in range(cfg.runs):
             shutil.rmtree(sessions, ignore_errors=True)
@@ -634,26 +639,25 @@ class Bench:
             cpus.append(p.cpu)
             found = [os.path.join(b, f) for b, _, fs in os.walk(sessions) for f in fs if f.endswith(".jsonl")]
             hc_file = max(found, key=os.path.getmtime) if found else None
-        if self.export_codex is None:
-            repo = self._ensure_import(size)
-            ow = []
-            for _ in range(cfg.runs):
-                e = self.opal("export", "--to", "codex", "--json", cwd=repo)
-                if e.rc != 0 and _not_implemented(e):
-                    self.na("peers.time", "hc vs opal export --to codex", "opal's Codex export is not implemented")
-                    return
-                e.check()
-                ow.append(e.wall)
-                f = json.loads(e.out)["files"][0]
-            self.export_codex = (median(ow), f)
-        opal_wall, opal_file = self.export_codex
+            # opal's export of the same session, taking turns with hc (see bench_import).
+            e = self.opal("export", "--to", "codex", "--json", cwd=repo)
+            if e.rc != 0 and _not_implemented(e):
+                self.na("peers.time", "hc vs opal export --to codex", "opal's Codex export is not implemented")
+                return
+            e.check()
+            ow.append(e.wall)
+            if opal_file:
+                os.unlink(opal_file)
+            opal_file = json.loads(e.out)["files"][0]
+        opal_wall = median(ow)
+        assert opal_file is not None
         hc_calls = _codex_calls(hc_file) if hc_file else {}
         opal_calls = _codex_calls(opal_file)
         self.row(Row("peers.time", f"hc convert claude -> codex, {size_label(st.bytes)} session", median(walls), "s",
                      opal_wall, "opal export --to codex (after import)",
                      note=f"hc cpu {median(cpus):.2f} s; opal import before export: "
                           f"{self.import_wall.get(size, float('nan')):.2f} s",
-                     extra={"runs_wall": walls, "hc_file": hc_file}))
+                     extra={"runs_wall": walls, "baseline_wall": ow, "hc_file": hc_file}))
         more = ("opal" if opal_calls.get("calls", 0) > hc_calls.get("calls", 0)
                 else "hc" if opal_calls.get("calls", 0) < hc_calls.get("calls", 0) else "neither")
         self.row(Row("peers.tool_calls", "tool calls kept as tool calls in the Codex output (opal / hc)",
