@@ -10,6 +10,7 @@ group; the built-in ones are registered the same way.
 from __future__ import annotations
 
 import calendar
+import datetime
 import hashlib
 import os
 import re
@@ -239,17 +240,38 @@ _TIME_RE = re.compile(
 )
 
 
+_JS_SHAPE = "--T::."  # the separators of 2025-01-02T03:04:05.678Z, at 4, 7, 10, 13, 16 and 19
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS = datetime.timedelta(milliseconds=1)
+
+
 def parse_time(value: Any) -> int | None:
     """A record timestamp (RFC 3339, or epoch seconds / milliseconds) as integer ms (UTC), or None.
 
     Every agent writes RFC 3339 strings; numbers below 10**11 are taken as seconds
     (that is the year 5138 in milliseconds).
     """
+    if isinstance(value, str):
+        if len(value) == 24 and value[23] == "Z" and _JS_SHAPE == value[4] + value[7] + value[10] + value[13] + value[16] + value[19]:
+            # JavaScript's toISOString(), which Claude Code and Gemini CLI write on
+            # every record: the C parser reads it in a quarter of the time (a 50 MB
+            # import asks 6,000 times). A date it refuses (February 30, a leap second)
+            # goes the long way, which decides; with every separator in place it takes
+            # nothing the long way refuses (tests/adapters/test_base.py).
+            try:
+                return (datetime.datetime.fromisoformat(value) - _EPOCH) // _MS
+            except ValueError:
+                pass
+        return _rfc3339(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not abs(value) < 2**53:  # also rejects NaN and infinities
             return None
         return int(value * 1000) if abs(value) < 10**11 else int(value)
-    m = _TIME_RE.match(value.strip()) if isinstance(value, str) else None
+    return None
+
+
+def _rfc3339(value: str) -> int | None:
+    m = _TIME_RE.match(value.strip())
     if not m:
         return None
     year, mon, day, hh, mm = (int(m.group(i)) for i in range(1, 6))
