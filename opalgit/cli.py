@@ -92,6 +92,8 @@ class LazyGroup(click.Group):
 
 @dataclass
 class Ctx:
+    """What every command gets from the top-level options: where it runs and how it prints."""
+
     cwd: str
     verbose: bool
     color: bool

@@ -28,6 +28,8 @@ OP_BLOB = "op"
 
 @dataclass
 class Operation:
+    """One entry of the operation log: what a command changed in the refs, so that it can be undone."""
+
     oid: bytes | None
     command: str  # e.g. "commit", "rewind"
     description: str  # one line for `opal op log`

@@ -61,6 +61,8 @@ from .states import (  # noqa: F401  (re-exported: the porcelain API)
 
 @dataclass
 class InitResult:
+    """What ``opal init`` did."""
+
     path: str
     created: bool
     own_store: bool
@@ -81,6 +83,8 @@ def init(path: str) -> InitResult:
 
 @dataclass
 class Pick:
+    """A session file chosen for a commit, with the adapter that reads it."""
+
     adapter: adapters.Adapter
     file: SessionFile
     note: str | None = None
@@ -206,6 +210,8 @@ def _continues_export(repo: Repository, agent: str, f, state: "State", result: R
 
 @dataclass
 class CommitResult:
+    """What ``opal commit`` recorded: the new state, its session, and how many turns it added."""
+
     branch: str
     oid: bytes | None
     parent: bytes | None
@@ -512,6 +518,8 @@ def _commit_locked(
 
 @dataclass
 class CommitInfo:
+    """One state commit as ``opal log`` shows it."""
+
     oid: bytes
     parents: tuple[bytes, ...]
     message: str
@@ -606,6 +614,8 @@ def log(repo: Repository, revs: list[str] | None = None, limit: int | None = Non
 
 @dataclass
 class TurnInfo:
+    """One record of a state as ``opal log --turns`` lists it."""
+
     number: int | None  # 1-based turn number, None for meta records
     index: int  # 0-based record index
     id: bytes
@@ -642,6 +652,8 @@ def turns(repo: Repository, rev: str = "HEAD", *, include_meta: bool = False) ->
 
 @dataclass
 class ShownTurn:
+    """One turn as ``opal show`` prints it: its summary, normalized view and source record."""
+
     commit: bytes
     number: int
     index: int
@@ -687,6 +699,8 @@ def show_turn(repo: Repository, oid: bytes, turn: int) -> ShownTurn:
 
 @dataclass
 class BranchInfo:
+    """One branch as ``opal branch`` lists it."""
+
     name: str
     oid: bytes
     current: bool
@@ -801,6 +815,8 @@ def switch(repo: Repository, name: str, *, create: bool = False, start: str = "H
 
 @dataclass
 class RewindResult:
+    """What ``opal rewind`` dropped and what is left."""
+
     branch: str
     oid: bytes
     dropped_turns: int
@@ -879,6 +895,8 @@ def op_log(repo: Repository, limit: int | None = None) -> list[oplog.Operation]:
 
 @dataclass
 class SessionStatus:
+    """A session file of this project and whether it has turns not committed yet."""
+
     agent: str
     id: str
     path: str
@@ -903,6 +921,8 @@ class SessionStatus:
 
 @dataclass
 class StatusResult:
+    """What ``opal status`` reports: the branch, its turns, and the sessions found."""
+
     branch: str
     head: bytes | None
     turns: int

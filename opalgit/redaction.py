@@ -104,6 +104,8 @@ def secret_mapping(repo: Repository) -> dict[str, str]:
 
 @dataclass
 class ScanResult:
+    """What ``opal secrets scan`` found: placeholders in the states, and secrets left in clear."""
+
     rev: str
     redacted: list[dict] = field(default_factory=list)  # {turn, kind, placeholder}
     leaks: list[dict] = field(default_factory=list)  # {turn, kind, where}  (never the secret)

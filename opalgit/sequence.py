@@ -87,6 +87,8 @@ class Item:
 
 @dataclass(frozen=True)
 class StoredItem:
+    """A record as stored: its position in the sequence and the leaf that holds it."""
+
     index: int  # 0-based position among all records
     item: Item
     leaf: bytes  # oid of the leaf tree that holds it
@@ -94,6 +96,8 @@ class StoredItem:
 
 @dataclass(frozen=True)
 class Node:
+    """A tree of the sequence (a leaf or an interior node) with the records and turns under it."""
+
     oid: bytes
     items: int
     turns: int

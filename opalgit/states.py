@@ -153,6 +153,8 @@ def normal_of(repo: Repository, item: Item) -> Normal:
 
 @dataclass
 class Resolved:
+    """A revision resolved: the state commit, and the turn it names if any."""
+
     oid: bytes  # the state commit
     turn: int | None  # 1-based turn number within it, or None
     text: str

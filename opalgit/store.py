@@ -38,6 +38,8 @@ TreeEntry = tuple[str, bool, bytes]  # (name, is_tree, oid)
 
 @dataclass(frozen=True)
 class Signature:
+    """A git author or committer: name, email, time and UTC offset."""
+
     name: str
     email: str
     time: int  # seconds since the epoch
@@ -71,6 +73,8 @@ class Signature:
 
 @dataclass(frozen=True)
 class CommitData:
+    """A git commit as read from the object database."""
+
     oid: bytes
     tree: bytes
     parents: tuple[bytes, ...]

@@ -296,6 +296,8 @@ def _rfc3339(value: str) -> int | None:
 
 @dataclass
 class RawRecord:
+    """One line of a JSON-lines file as read: the parsed value, or why it is not JSON."""
+
     line: jsonl.Line
     value: Any  # parsed JSON, or None when the line is not JSON
     problem: str | None  # why the line is not JSON, or None
@@ -446,6 +448,8 @@ class ExportRequest:
 
 @dataclass
 class ExportResult:
+    """What an exporter produced: the files to create, how to resume them, and what was lost."""
+
     files: list[tuple[str, bytes]]  # absolute paths and their full contents; each must not exist yet
     session_id: str
     resume: list[str]  # argv that resumes it, run from ``cwd`` (e.g. ["claude", "--resume", id])
