@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import re
+import zlib
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -562,7 +563,8 @@ class GeminiAdapter(Adapter):
             end, lines = raw.line.end, raw.line.number
             if raw.problem is None:
                 seen_json = True
-                records.append(Record(record_turn(AGENT, raw), Normal(role="meta"), raw.line.number))
+                records.append(Record(record_turn(AGENT, raw), Normal(role="meta"), raw.line.number,
+                                      zlib.crc32(raw.line.raw)))
                 values.append(raw.value)
                 continue
             if raw.problem == "blank":

@@ -317,3 +317,46 @@ def test_verdicts_waiting_are_bounded(monkeypatch):
     assert screen.used == n and not writer.is_alive()
     assert most <= 1024 + (1 << 16) + 16  # the limit, plus one read of the pipe
     screen.close()
+
+
+@pytest.mark.parametrize("agent", ["codex", "gemini"])
+def test_verdicts_make_the_same_commit_for_every_jsonl_agent(tmp_path, agent):
+    """Codex rollouts and Gemini CLI logs are JSON lines too: their records carry
+    their line's CRC-32, so the worker speaks for them, with the same result."""
+    from bench import generate
+
+    st = generate.generate(agent, str(tmp_path / f"session-{agent}.jsonl"), size=400_000, seed=5)
+    path = st.path
+    # Secrets in every 25th record: appended to its first long string.
+    lines = Path(path).read_bytes().splitlines()
+    for i in range(0, len(lines), 25):
+        value = json.loads(lines[i])
+        if _add_secret(value, TEXTS[1 + i % 2]):
+            lines[i] = jsonl.dumps(value)
+    Path(path).write_bytes(b"\n".join(lines) + b"\n")
+    ref = _repo(tmp_path, f"{agent}-reference")
+    from opalgit import redaction
+    from opalgit.repo import Repository
+
+    redaction.vault(Repository.discover(ref)).key()
+    key = tmp_path / f"{agent}-key.jsonl"
+    shutil.copy2(Path(ref) / ".git/opal/vault/secrets.jsonl", key)
+    before = _commit(ref, path, "off")
+    repo = _repo(tmp_path, f"{agent}-worker", key_from=str(key))
+    out = _commit(repo, path, "on")
+    assert out["forked"] and out["used"] > 0.9 * st.records
+    assert _tree(repo) == _tree(ref)
+    assert _vault(repo) == _vault(ref) and len(_vault(ref)) > 0
+    assert out["notes"] == before["notes"]
+
+
+def _add_secret(value, secret: str) -> bool:
+    """Append ``secret`` to the first string of 20 characters or more in ``value``."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        if isinstance(v, str) and len(v) >= 20:
+            value[k] = v + "\n" + secret
+            return True
+        if isinstance(v, (dict, list)) and _add_secret(v, secret):
+            return True
+    return False
