@@ -14,8 +14,9 @@ import datetime
 import hashlib
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .. import jsonl
 from ..errors import InputError
@@ -327,6 +328,26 @@ def bare_reason(problem: str) -> str:
 def opaque_warning(path: str, line: int, problem: str) -> str:
     """The warning for a line in the middle of a session that is not JSON (it is kept)."""
     return f"{path}:{line}: not JSON ({bare_reason(problem)}); kept as an opaque record"
+
+
+def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[int], sums: Sequence[int],
+                 indices: Iterable[int]) -> Iterator[jsonl.Line]:
+    """The second pass of a two-pass read: the lines at ``indices`` (ascending) of a
+    file whose first pass kept each line's offset (``offsets``, then the end of the
+    last line) and CRC-32 (``sums``). A line that is no longer what the first pass
+    read raises :class:`InputError` naming it: the file was rewritten in between."""
+    pos = -1
+    for i in indices:
+        begin, stop = offsets[i], offsets[i + 1]
+        if pos != begin:
+            fh.seek(begin)
+        data = fh.read(stop - begin)
+        pos = stop
+        raw = data[:-1]
+        if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
+            raise InputError("the session file changed while it was being read", path=path, line=first_line + i,
+                             hint="run the command again; nothing was recorded")
+        yield jsonl.Line(first_line + i, begin, stop, raw, True)
 
 
 def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:

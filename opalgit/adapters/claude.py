@@ -50,6 +50,7 @@ from .base import (
     opaque_warning,
     parse_time,
     record_turn,
+    reread_lines,
 )
 
 __all__ = [
@@ -834,19 +835,8 @@ class ClaudeAdapter(Adapter):
         if n <= 0:
             return
         with self._open(path) as fh:
-            pos = -1
-            for i in range(n) if indices is None else indices:
-                begin, stop = offsets[i], offsets[i + 1]
-                if pos != begin:
-                    fh.seek(begin)
-                data = fh.read(stop - begin)
-                pos = stop
-                number = first_line + i
-                raw = data[:-1]
-                if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
-                    raise InputError("the session file changed while it was being read", path=path, line=number,
-                                     hint="run the command again; nothing was recorded")
-                yield _record(raw, jsonl.Line(number, begin, stop, raw, True), sums[i])
+            for line in reread_lines(fh, path, first_line, offsets, sums, range(n) if indices is None else indices):
+                yield _record(line.raw, line, sums[line.number - first_line])
 
     def _first_line_error(self, path: str, line: int, problem: str, fh) -> InputError:
         # A Gemini CLI session of the single-JSON era is one pretty-printed document.

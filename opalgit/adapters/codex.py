@@ -16,8 +16,9 @@ the shared vocabulary (see :mod:`.claude`): ``text``, ``image``, ``reasoning``
 is the parsed arguments object, or the raw string for freeform tools),
 ``tool_result`` and ``other``.
 
-Writing rollouts (export, and rewriting tool outputs for ``opal trim``) lives in
-:mod:`.codex_export`; :class:`CodexAdapter` delegates to it.
+Reading takes two passes so that memory does not grow with the rollout (see
+:meth:`CodexAdapter.read`). Writing rollouts (export, and rewriting tool outputs for
+``opal trim``) lives in :mod:`.codex_export`; :class:`CodexAdapter` delegates to it.
 
 Pure: no store, no environment reads (the mapping is passed in), no printing.
 """
@@ -29,7 +30,8 @@ import json
 import os
 import re
 import zlib
-from typing import IO, Any, Iterator, Mapping
+from array import array
+from typing import IO, Any, Iterator, Mapping, Sequence
 
 from .. import codec, jsonl
 from ..errors import CorruptObjectError, InputError
@@ -39,6 +41,7 @@ from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
+    RawRecord,
     ReadResult,
     Record,
     SessionFile,
@@ -49,6 +52,7 @@ from .base import (
     opaque_warning,
     parse_time,
     record_turn,
+    reread_lines,
 )
 
 __all__ = ["CodexAdapter", "codex_home", "normalize_record", "parse_time", "rollout_name", "DEFAULT_CLI_VERSION", "DANGLING_OUTPUT"]
@@ -84,6 +88,8 @@ CONTEXT_PREFIXES = (
 REQUEST_MARKER = "## My request for Codex:"
 
 _SHAPE_LINES = 64
+# What the first pass of a read keeps of each line (its kind, in a bytearray).
+_JSON, _BLANK, _OPAQUE = 0, 1, 2
 _HEAD_LIMITS = (256 * 1024, 16 * 1024 * 1024)
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _MAX_ZST = 1 << 31
@@ -290,6 +296,19 @@ def normalize_record(rec: Any) -> Normal:
 # ------------------------------------------------------------------------ session info
 
 
+class _Scan:
+    """What the first pass of a read keeps: per line its offset, CRC-32 and kind."""
+
+    def __init__(self, end: int, lines: int) -> None:
+        self.offsets = array("q")  # byte offset of every line, then the end of the last
+        self.sums = array("L")  # CRC-32 of every line (without its newline)
+        self.kinds = bytearray()  # _JSON, _BLANK or _OPAQUE
+        self.judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
+        self.warnings: list[str] = []
+        self.end = end
+        self.lines = lines
+
+
 class _Info:
     """Accumulates :class:`SessionInfo` over records; serializable into the state."""
 
@@ -484,6 +503,10 @@ class CodexAdapter(Adapter):
     # -- reading ------------------------------------------------------------------
 
     def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        """Read in two passes, so that memory does not grow with the rollout (as the
+        Claude adapter does): the first parses every line but keeps only its offset,
+        CRC-32 and kind, and feeds the session info; the result produces the records
+        by reading the lines again, one at a time (:meth:`ReadResult.iter_records`)."""
         full = start == 0
         fh = self._open(path)
         with fh:
@@ -500,27 +523,34 @@ class CodexAdapter(Adapter):
                     state=dict(state or {}), end=start, lines=first_line - 1, extends=False,
                     warnings=[f"{path}: the file is shorter than what was already imported; it will be read again"],
                 )
-            records, values, warnings, end, lines = self._read_lines(fh, path, start, first_line, full)
-            if size > end:
-                warnings.append(f"{path}:{lines + 1}: incomplete last line (Codex may still be writing); "
-                                "it will be committed next time")
+            info = _Info(None if full else (state or {}).get("info"))
+            scan = self._scan(fh, path, start, first_line, full, info)
+            if size > scan.end:
+                scan.warnings.append(f"{path}:{scan.lines + 1}: incomplete last line (Codex may still be writing); "
+                                     "it will be committed next time")
+            # A .zst rollout was decompressed into memory: the records are read from
+            # that copy again (a plain file is opened again instead).
+            data = fh.getvalue() if isinstance(fh, io.BytesIO) else None
         if full:
-            self._check_shape(path, values, records)
-        info = _Info(None if full else (state or {}).get("info"))
-        for v in values:
-            if isinstance(v, dict):
-                info.feed(v)
+            self._check_shape(path, scan.judged)
         session = info.session(path)
+        offsets, sums, kinds = scan.offsets, scan.sums, scan.kinds
+
+        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+            return self._produce(path, data, first_line, offsets, sums, kinds, indices)
+
+        count = len(kinds)
         return ReadResult(
             session=session,
-            records=records,
-            views=[View(indices=list(range(len(records))))],
+            views=[View(indices=list(range(count)))],
             state={"v": STATE_VERSION, "info": {k: v for k, v in session.to_map().items() if k != "agent"}},
-            end=end,
-            lines=lines,
-            warnings=warnings,
+            end=scan.end,
+            lines=scan.lines,
+            warnings=scan.warnings,
             # Codex only appends: once the caller has verified the prefix, new lines extend it.
             extends=not full,
+            produce=produce,
+            count=count,
         )
 
     def _open(self, path: str) -> IO[bytes]:
@@ -545,30 +575,69 @@ class CodexAdapter(Adapter):
             raise InputError(f"this .zst file does not decompress ({exc})", path=path,
                              hint="Codex compresses old rollouts with zstd; the file may be damaged") from None
 
-    def _read_lines(self, fh: IO[bytes], path: str, start: int, first_line: int, full: bool):
-        records: list[Record] = []
-        values: list[Any] = []
-        warnings: list[str] = []
-        end, lines = start, first_line - 1
+    def _scan(self, fh: IO[bytes], path: str, start: int, first_line: int, full: bool, info: "_Info") -> "_Scan":
+        """The first pass: check every line, feed ``info``, keep each line's place and kind."""
+        scan = _Scan(start, first_line - 1)
+        offsets, sums, kinds, judged = scan.offsets, scan.sums, scan.kinds, scan.judged
         seen_json = not full
+        raw = None
         for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
-            end, lines = raw.line.end, raw.line.number
+            line = raw.line
+            offsets.append(line.start)
+            sums.append(zlib.crc32(line.raw))
             if raw.problem is None:
                 seen_json = True
-                records.append(Record(record_turn(AGENT, raw), normalize_record(raw.value), raw.line.number,
-                                      zlib.crc32(raw.line.raw)))
-                values.append(raw.value)
+                kinds.append(_JSON)
+                value = raw.value
+                if isinstance(value, dict):
+                    info.feed(value)
+                if full and len(judged) < _SHAPE_LINES:
+                    judged.append((line.number, _classify(value)))
                 continue
             if raw.problem == "blank":
-                normal = Normal(role="meta", label="blank")
-            else:
-                if not seen_json:
-                    raise self._first_line_error(path, raw.line.number, raw.problem, fh)
-                warnings.append(opaque_warning(path, raw.line.number, raw.problem))
-                normal = Normal(role="meta", label="unparseable")
-            records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
-            values.append(None)
-        return records, values, warnings, end, lines
+                kinds.append(_BLANK)
+                continue
+            if not seen_json:
+                raise self._first_line_error(path, line.number, raw.problem, fh)
+            scan.warnings.append(opaque_warning(path, line.number, raw.problem))
+            kinds.append(_OPAQUE)
+        if raw is not None:
+            scan.end, scan.lines = raw.line.end, raw.line.number
+        offsets.append(scan.end)
+        return scan
+
+    def _produce(self, path: str, data: bytes | None, first_line: int, offsets: array, sums: array,
+                 kinds: bytearray, indices: Sequence[int] | None) -> Iterator[Record]:
+        """The second pass: the records at ``indices`` (ascending; None: all), read again.
+
+        Each line must still be the one the first pass checked (same place, same
+        CRC-32); a file rewritten in between raises :class:`InputError` naming the line.
+        """
+        n = len(kinds)
+        if n == 0:
+            return
+        with io.BytesIO(data) if data is not None else self._reopen(path) as fh:
+            for line in reread_lines(fh, path, first_line, offsets, sums, range(n) if indices is None else indices):
+                i = line.number - first_line
+                if kinds[i] != _JSON:
+                    label = "blank" if kinds[i] == _BLANK else "unparseable"
+                    yield Record(Turn.from_line(AGENT, line.raw), Normal(role="meta", label=label), line.number)
+                    continue
+                try:
+                    value = jsonl.parse(line.raw)
+                except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
+                    raise InputError("the session file changed while it was being read", path=path,
+                                     line=line.number, hint="run the command again; nothing was recorded") from None
+                yield Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number,
+                             sums[i])
+
+    @staticmethod
+    def _reopen(path: str) -> IO[bytes]:
+        try:
+            return open(path, "rb", buffering=1 << 20)  # records average several KB
+        except OSError as exc:
+            raise InputError(f"cannot open the session file again ({exc.strerror or exc})", path=path,
+                             hint="run the command again; nothing was recorded") from None
 
     def _first_line_error(self, path: str, line: int, problem: str, fh: IO[bytes]) -> InputError:
         # A Gemini CLI session of the single-JSON era is one pretty-printed document.
@@ -583,24 +652,20 @@ class CodexAdapter(Adapter):
         return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Codex CLI rollout",
                           path=path, line=line, hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions")
 
-    def _check_shape(self, path: str, values: list[Any], records: list[Record]) -> None:
-        checked = 0
-        for rec, value in zip(records, values):
-            if value is None:
-                continue
-            kind = _classify(value)
+    def _check_shape(self, path: str, judged: list[tuple[int, str | None]]) -> None:
+        """Refuse files that hold no Codex line near the top; name the agent if known.
+
+        ``judged`` is (line, agent) of the first :data:`_SHAPE_LINES` JSON lines.
+        """
+        if not judged:
+            return  # nothing but a line still being written: no verdict yet
+        for line, kind in judged:
             if kind == AGENT:
                 return
             if kind in FILE_KINDS and kind != AGENT:
-                raise foreign_file(path, rec.line, kind, "a Codex CLI rollout")
-            checked += 1
-            if checked >= _SHAPE_LINES:
-                break
-        if checked == 0:
-            return  # nothing but a line still being written: no verdict yet
-        first = next(r.line for r, v in zip(records, values) if v is not None)
+                raise foreign_file(path, line, kind, "a Codex CLI rollout")
         raise InputError("this JSON-lines file has no Codex CLI rollout lines (no type with a payload)",
-                         path=path, line=first,
+                         path=path, line=judged[0][0],
                          hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent")
 
     normalize_record = staticmethod(normalize_record)

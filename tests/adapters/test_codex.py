@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 import uuid
+import zlib
 from pathlib import Path
 
 import pytest
@@ -868,3 +869,47 @@ def test_real_codex_resumes_claude_export(tmp_path):
     assert sum(1 for it in sent if it[0] == "tool_result") == 6
     answers = [b["text"] for r in source.records if r.normal.role == "assistant" for b in r.normal.blocks if b["type"] == "text"]
     assert [it[1] for it in sent if it[0] == "assistant"] == answers
+
+
+# ------------------------------------------------------------------ streaming read
+
+
+def test_a_read_keeps_no_record_and_produces_them_again(tmp_path):
+    """Two passes, as for Claude: the result holds offsets and CRCs, not records."""
+    body = GENERATED.read_bytes() + b"\n" + b"not JSON at all\n"
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(body)
+    res = A.read(str(p))
+    assert res.lazy and res.count == body.count(b"\n")
+    first = [(r.line, r.crc, r.normal) for r in res.iter_records()]
+    assert res.lazy  # iterating produced them without keeping them
+    assert [(r.line, r.crc, r.normal) for r in res.iter_records()] == first
+    assert [r.normal.label for r in res.iter_records([res.count - 2, res.count - 1])] == ["blank", "unparseable"]
+    assert all(r.crc is None for r in res.iter_records([res.count - 2, res.count - 1]))
+    assert b"".join(A.render(r.turn) + b"\n" for r in res.iter_records()) == body
+    assert [r.crc for r in res.iter_records()][:3] == [zlib.crc32(x) for x in body.split(b"\n")[:3]]
+
+
+def test_a_rollout_rewritten_between_the_passes_is_refused(tmp_path):
+    body = GENERATED.read_bytes()
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(body)
+    res = A.read(str(p))
+    # Same length, one byte changed in the middle: the CRC-32 tells.
+    at = body.index(b'"type"', len(body) // 2) + 2
+    p.write_bytes(body[:at] + b"T" + body[at + 1 :])
+    with pytest.raises(InputError) as err:
+        list(res.iter_records())
+    assert "changed while it was being read" in str(err.value) and err.value.line is not None
+    p.write_bytes(body[: len(body) // 2])  # cut short
+    with pytest.raises(InputError):
+        list(res.iter_records())
+
+
+def test_a_zst_rollout_is_produced_from_its_decompressed_copy(tmp_path):
+    body = GENERATED.read_bytes()
+    p = tmp_path / "r.jsonl.zst"
+    p.write_bytes(zst(body))
+    res = A.read(str(p))
+    p.unlink()  # the records come from the copy the first pass decompressed
+    assert b"".join(A.render(r.turn) + b"\n" for r in res.iter_records()) == body
