@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -348,6 +349,96 @@ def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[in
             raise InputError("the session file changed while it was being read", path=path, line=first_line + i,
                              hint="run the command again; nothing was recorded")
         yield jsonl.Line(first_line + i, begin, stop, raw, True)
+
+
+#: The kinds of line the first pass of a two-pass read keeps (one byte each).
+LINE_JSON, LINE_BLANK, LINE_OPAQUE = 0, 1, 2
+
+
+class LineIndex:
+    """What the first pass of a two-pass read keeps of each line: its offset, CRC-32
+    and kind; the second pass (:meth:`records`) reads the lines again from it.
+
+    This is how an adapter keeps memory flat whatever the file's size: the first pass
+    looks at every parsed line (:meth:`scan` yields them) and keeps only what the
+    views and the session details need; the records are produced one at a time.
+    """
+
+    def __init__(self, start: int, lines: int) -> None:
+        self.offsets = array("q")  # byte offset of every line, then the end of the last
+        self.sums = array("L")  # CRC-32 of every line (without its newline)
+        self.kinds = bytearray()  # LINE_JSON, LINE_BLANK or LINE_OPAQUE
+        self.warnings: list[str] = []
+        self.end = start  # just past the last whole line
+        self.lines = lines  # number of the last whole line
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def scan(self, fh: IO[bytes], path: str, start: int, first_line: int, full: bool,
+             first_line_error: Callable[[int, str], Exception]) -> Iterator[tuple[jsonl.Line, Any]]:
+        """Index the lines from ``start``; yield each JSON line with its value. A line
+        that is not JSON is kept opaque and reported, but before the first JSON line of
+        a whole file ``first_line_error(line, problem)`` is raised: that is not a session."""
+        offsets, sums, kinds = self.offsets, self.sums, self.kinds
+        seen_json = not full
+        raw = None
+        for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
+            line = raw.line
+            offsets.append(line.start)
+            sums.append(zlib.crc32(line.raw))
+            if raw.problem is None:
+                seen_json = True
+                kinds.append(LINE_JSON)
+                yield line, raw.value
+            elif raw.problem == "blank":
+                kinds.append(LINE_BLANK)
+            elif not seen_json:
+                raise first_line_error(line.number, raw.problem)
+            else:
+                self.warnings.append(opaque_warning(path, line.number, raw.problem))
+                kinds.append(LINE_OPAQUE)
+        if raw is not None:
+            self.end, self.lines = raw.line.end, raw.line.number
+        offsets.append(self.end)
+
+    def records(self, reopen: Callable[[], IO[bytes]], path: str, agent: str, first_line: int,
+                indices: Sequence[int] | None, make: Callable[[int, jsonl.Line, Any], Record]) -> Iterator[Record]:
+        """The second pass: the records at ``indices`` (ascending; None: all), read
+        again from ``reopen()``. ``make(i, line, value)`` makes a JSON line's record
+        (``i`` counts from ``first_line``); blank and opaque lines are kept as their
+        bytes. A line that is no longer what :meth:`scan` read raises :class:`InputError`."""
+        kinds = self.kinds
+        if not kinds:
+            return
+        with reopen() as fh:
+            yield from self._records(fh, path, agent, first_line, range(len(kinds)) if indices is None else indices,
+                                     make)
+
+    def _records(self, fh: IO[bytes], path: str, agent: str, first_line: int, indices: Iterable[int],
+                 make: Callable[[int, jsonl.Line, Any], Record]) -> Iterator[Record]:
+        kinds = self.kinds
+        for line in reread_lines(fh, path, first_line, self.offsets, self.sums, indices):
+            i = line.number - first_line
+            if kinds[i] != LINE_JSON:
+                label = "blank" if kinds[i] == LINE_BLANK else "unparseable"
+                yield Record(Turn.from_line(agent, line.raw), Normal(role="meta", label=label), line.number)
+                continue
+            try:
+                value = jsonl.parse(line.raw)
+            except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
+                raise InputError("the session file changed while it was being read", path=path, line=line.number,
+                                 hint="run the command again; nothing was recorded") from None
+            yield make(i, line, value)
+
+
+def reopen(path: str) -> IO[bytes]:
+    """The session file opened again for a second pass (see :meth:`LineIndex.records`)."""
+    try:
+        return open(path, "rb", buffering=1 << 20)  # records average several KB
+    except OSError as exc:
+        raise InputError(f"cannot open the session file again ({exc.strerror or exc})", path=path,
+                         hint="run the command again; nothing was recorded") from None
 
 
 def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:

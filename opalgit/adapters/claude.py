@@ -27,8 +27,6 @@ import json
 import os
 import re
 import stat
-import zlib
-from array import array
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .. import jsonl
@@ -44,13 +42,12 @@ from .base import (
     Record,
     SessionFile,
     View,
+    LINE_BLANK,
+    LineIndex,
     bare_reason,
     foreign_file,
-    iter_jsonl,
-    opaque_warning,
     parse_time,
     record_turn,
-    reread_lines,
 )
 
 __all__ = [
@@ -598,34 +595,6 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
     return True, state
 
 
-# ------------------------------------------------------------------------ two passes
-
-
-class _Scan:
-    """What the first pass of a read keeps: per line its tree facts, offset and CRC-32."""
-
-    def __init__(self, end: int, lines: int) -> None:
-        self.facts: list[dict | None] = []  # per record (line), see _facts
-        self.offsets = array("q")  # byte offset of every line, then the end of the last
-        self.sums = array("L")  # CRC-32 of every line (without its newline)
-        self.judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
-        self.warnings: list[str] = []
-        self.nonblank = False  # a line that is not blank was seen
-        self.end = end
-        self.lines = lines
-
-
-def _record(raw: bytes, line: jsonl.Line, crc: int | None = None) -> Record:
-    """One line as a record: its exact turn and normalized view (blank and bad lines kept as bytes)."""
-    if not raw.strip():
-        return Record(Turn.from_line(AGENT, raw), Normal(role="meta", label="blank"), line.number)
-    try:
-        value = jsonl.parse(raw)
-    except jsonl.ParseFailure:
-        return Record(Turn.from_line(AGENT, raw), Normal(role="meta", label="unparseable"), line.number)
-    return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number, crc)
-
-
 # ---------------------------------------------------------------------------- adapter
 
 
@@ -741,41 +710,58 @@ class ClaudeAdapter(Adapter):
                 info.resolve_id(path)
                 note = f"{path}: the file is shorter than what was already imported; it will be read again"
                 return ReadResult(info.session(), [], [], old, start, first_line - 1, [note], extends=False)
-            scan = self._scan(fh, path, start, first_line, full, info)
-            partial = fh.seek(0, os.SEEK_END) > scan.end
-        if full and not partial and not scan.nonblank:
+            index = LineIndex(start, first_line - 1)
+            facts: list[dict | None] = []  # per line, see _facts (None: not JSON)
+            judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
+            names: dict[str, str] = {}
+            for line, value in index.scan(fh, path, start, first_line, full,
+                                          lambda n, problem: self._first_line_error(path, n, problem, fh)):
+                facts.extend([None] * (line.number - first_line - len(facts)))  # blank and opaque lines
+                if isinstance(value, dict):
+                    info.feed(value)
+                facts.append(_facts(value, names))
+                if full and len(judged) < _SHAPE_LINES:
+                    judged.append((line.number, _classify(value)))
+            facts.extend([None] * (len(index) - len(facts)))
+            partial = fh.seek(0, os.SEEK_END) > index.end
+        if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
             raise InputError("the session file is empty", path=path,
                              hint="the agent has not written anything yet; try again after its first reply")
-        warnings = scan.warnings
+        warnings = index.warnings
         if partial:
-            warnings.append(f"{path}:{scan.lines + 1}: incomplete last line (the agent may still be writing); "
+            warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be writing); "
                             "it will be committed next time")
         if full:
-            self._check_shape(path, scan.judged)
+            self._check_shape(path, judged)
 
         info.resolve_id(path)
-        count = len(scan.facts)
+        count = len(facts)
         extends = False
         if full:
-            tree = _Tree(scan.facts)
+            tree = _Tree(facts)
             views = tree.views()
             tail, desc = tree.state_tail(views[0])
             tree_state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid}
             del tree
         else:
-            extends, tree_state = _extension(scan.facts, old)
+            extends, tree_state = _extension(facts, old)
             if extends:
                 views = [View(indices=list(range(count)), leaf=tree_state["leaf"], name_hint=None)]
             else:  # the caller reads the whole file again, which computes views and state
                 views, tree_state = [], {k: old[k] for k in ("leaf", "tail", "desc", "last") if k in old}
+        del facts
         new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None},
                      "info": info.saved()}
-        offsets, sums = scan.offsets, scan.sums
+        sums = index.sums
+
+        def make(i: int, line: jsonl.Line, value: Any) -> Record:
+            return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number,
+                          sums[i])
 
         def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            return self._produce(path, first_line, offsets, sums, indices)
+            return index.records(lambda: self._open(path), path, AGENT, first_line, indices, make)
 
-        return ReadResult(info.session(), None, views, new_state, scan.end, scan.lines, warnings, extends,
+        return ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
                           produce=produce, count=count)
 
     @staticmethod
@@ -790,53 +776,6 @@ class ClaudeAdapter(Adapter):
         except OSError as exc:
             raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
                              hint="check the path and its permissions") from None
-
-    def _scan(self, fh, path: str, start: int, first_line: int, full: bool, info: _Info) -> _Scan:
-        """The first pass: check every line, feed ``info``, keep each line's facts."""
-        scan = _Scan(start, first_line - 1)
-        facts, offsets, sums, judged = scan.facts, scan.offsets, scan.sums, scan.judged
-        names: dict[str, str] = {}
-        seen_json = not full
-        raw = None
-        for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
-            line = raw.line
-            offsets.append(line.start)
-            sums.append(zlib.crc32(line.raw))
-            if raw.problem is None:
-                seen_json = True
-                scan.nonblank = True
-                value = raw.value
-                if isinstance(value, dict):
-                    info.feed(value)
-                facts.append(_facts(value, names))
-                if full and len(judged) < _SHAPE_LINES:
-                    judged.append((line.number, _classify(value)))
-                continue
-            facts.append(None)
-            if raw.problem == "blank":
-                continue
-            scan.nonblank = True
-            if not seen_json:
-                raise self._first_line_error(path, line.number, raw.problem, fh)
-            scan.warnings.append(opaque_warning(path, line.number, raw.problem))
-        if raw is not None:
-            scan.end, scan.lines = raw.line.end, raw.line.number
-        offsets.append(scan.end)
-        return scan
-
-    def _produce(self, path: str, first_line: int, offsets: array, sums: array,
-                 indices: Sequence[int] | None) -> Iterator[Record]:
-        """The second pass: the records at ``indices`` (ascending; None: all), read again.
-
-        Each line must still be the one the first pass checked (same place, same
-        CRC-32); a file rewritten in between raises :class:`InputError` naming the line.
-        """
-        n = len(offsets) - 1
-        if n <= 0:
-            return
-        with self._open(path) as fh:
-            for line in reread_lines(fh, path, first_line, offsets, sums, range(n) if indices is None else indices):
-                yield _record(line.raw, line, sums[line.number - first_line])
 
     def _first_line_error(self, path: str, line: int, problem: str, fh) -> InputError:
         # A Gemini CLI session of the single-JSON era is one pretty-printed document.

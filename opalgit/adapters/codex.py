@@ -29,8 +29,6 @@ import io
 import json
 import os
 import re
-import zlib
-from array import array
 from typing import IO, Any, Iterator, Mapping, Sequence
 
 from .. import codec, jsonl
@@ -48,11 +46,10 @@ from .base import (
     View,
     bare_reason,
     foreign_file,
-    iter_jsonl,
-    opaque_warning,
     parse_time,
+    LineIndex,
     record_turn,
-    reread_lines,
+    reopen,
 )
 
 __all__ = ["CodexAdapter", "codex_home", "normalize_record", "parse_time", "rollout_name", "DEFAULT_CLI_VERSION", "DANGLING_OUTPUT"]
@@ -88,8 +85,6 @@ CONTEXT_PREFIXES = (
 REQUEST_MARKER = "## My request for Codex:"
 
 _SHAPE_LINES = 64
-# What the first pass of a read keeps of each line (its kind, in a bytearray).
-_JSON, _BLANK, _OPAQUE = 0, 1, 2
 _HEAD_LIMITS = (256 * 1024, 16 * 1024 * 1024)
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _MAX_ZST = 1 << 31
@@ -294,19 +289,6 @@ def normalize_record(rec: Any) -> Normal:
 
 
 # ------------------------------------------------------------------------ session info
-
-
-class _Scan:
-    """What the first pass of a read keeps: per line its offset, CRC-32 and kind."""
-
-    def __init__(self, end: int, lines: int) -> None:
-        self.offsets = array("q")  # byte offset of every line, then the end of the last
-        self.sums = array("L")  # CRC-32 of every line (without its newline)
-        self.kinds = bytearray()  # _JSON, _BLANK or _OPAQUE
-        self.judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
-        self.warnings: list[str] = []
-        self.end = end
-        self.lines = lines
 
 
 class _Info:
@@ -524,29 +506,41 @@ class CodexAdapter(Adapter):
                     warnings=[f"{path}: the file is shorter than what was already imported; it will be read again"],
                 )
             info = _Info(None if full else (state or {}).get("info"))
-            scan = self._scan(fh, path, start, first_line, full, info)
-            if size > scan.end:
-                scan.warnings.append(f"{path}:{scan.lines + 1}: incomplete last line (Codex may still be writing); "
-                                     "it will be committed next time")
+            index = LineIndex(start, first_line - 1)
+            judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
+            for line, value in index.scan(fh, path, start, first_line, full,
+                                          lambda n, problem: self._first_line_error(path, n, problem, fh)):
+                if isinstance(value, dict):
+                    info.feed(value)
+                if full and len(judged) < _SHAPE_LINES:
+                    judged.append((line.number, _classify(value)))
+            if size > index.end:
+                index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (Codex may still be "
+                                      "writing); it will be committed next time")
             # A .zst rollout was decompressed into memory: the records are read from
             # that copy again (a plain file is opened again instead).
             data = fh.getvalue() if isinstance(fh, io.BytesIO) else None
         if full:
-            self._check_shape(path, scan.judged)
+            self._check_shape(path, judged)
         session = info.session(path)
-        offsets, sums, kinds = scan.offsets, scan.sums, scan.kinds
+        sums = index.sums
+
+        def make(i: int, line: jsonl.Line, value: Any) -> Record:
+            return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number,
+                          sums[i])
 
         def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            return self._produce(path, data, first_line, offsets, sums, kinds, indices)
+            again = (lambda: io.BytesIO(data)) if data is not None else (lambda: reopen(path))
+            return index.records(again, path, AGENT, first_line, indices, make)
 
-        count = len(kinds)
+        count = len(index)
         return ReadResult(
             session=session,
             views=[View(indices=list(range(count)))],
             state={"v": STATE_VERSION, "info": {k: v for k, v in session.to_map().items() if k != "agent"}},
-            end=scan.end,
-            lines=scan.lines,
-            warnings=scan.warnings,
+            end=index.end,
+            lines=index.lines,
+            warnings=index.warnings,
             # Codex only appends: once the caller has verified the prefix, new lines extend it.
             extends=not full,
             produce=produce,
@@ -574,70 +568,6 @@ class CodexAdapter(Adapter):
         except CorruptObjectError as exc:
             raise InputError(f"this .zst file does not decompress ({exc})", path=path,
                              hint="Codex compresses old rollouts with zstd; the file may be damaged") from None
-
-    def _scan(self, fh: IO[bytes], path: str, start: int, first_line: int, full: bool, info: "_Info") -> "_Scan":
-        """The first pass: check every line, feed ``info``, keep each line's place and kind."""
-        scan = _Scan(start, first_line - 1)
-        offsets, sums, kinds, judged = scan.offsets, scan.sums, scan.kinds, scan.judged
-        seen_json = not full
-        raw = None
-        for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
-            line = raw.line
-            offsets.append(line.start)
-            sums.append(zlib.crc32(line.raw))
-            if raw.problem is None:
-                seen_json = True
-                kinds.append(_JSON)
-                value = raw.value
-                if isinstance(value, dict):
-                    info.feed(value)
-                if full and len(judged) < _SHAPE_LINES:
-                    judged.append((line.number, _classify(value)))
-                continue
-            if raw.problem == "blank":
-                kinds.append(_BLANK)
-                continue
-            if not seen_json:
-                raise self._first_line_error(path, line.number, raw.problem, fh)
-            scan.warnings.append(opaque_warning(path, line.number, raw.problem))
-            kinds.append(_OPAQUE)
-        if raw is not None:
-            scan.end, scan.lines = raw.line.end, raw.line.number
-        offsets.append(scan.end)
-        return scan
-
-    def _produce(self, path: str, data: bytes | None, first_line: int, offsets: array, sums: array,
-                 kinds: bytearray, indices: Sequence[int] | None) -> Iterator[Record]:
-        """The second pass: the records at ``indices`` (ascending; None: all), read again.
-
-        Each line must still be the one the first pass checked (same place, same
-        CRC-32); a file rewritten in between raises :class:`InputError` naming the line.
-        """
-        n = len(kinds)
-        if n == 0:
-            return
-        with io.BytesIO(data) if data is not None else self._reopen(path) as fh:
-            for line in reread_lines(fh, path, first_line, offsets, sums, range(n) if indices is None else indices):
-                i = line.number - first_line
-                if kinds[i] != _JSON:
-                    label = "blank" if kinds[i] == _BLANK else "unparseable"
-                    yield Record(Turn.from_line(AGENT, line.raw), Normal(role="meta", label=label), line.number)
-                    continue
-                try:
-                    value = jsonl.parse(line.raw)
-                except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
-                    raise InputError("the session file changed while it was being read", path=path,
-                                     line=line.number, hint="run the command again; nothing was recorded") from None
-                yield Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number,
-                             sums[i])
-
-    @staticmethod
-    def _reopen(path: str) -> IO[bytes]:
-        try:
-            return open(path, "rb", buffering=1 << 20)  # records average several KB
-        except OSError as exc:
-            raise InputError(f"cannot open the session file again ({exc.strerror or exc})", path=path,
-                             hint="run the command again; nothing was recorded") from None
 
     def _first_line_error(self, path: str, line: int, problem: str, fh: IO[bytes]) -> InputError:
         # A Gemini CLI session of the single-JSON era is one pretty-printed document.

@@ -11,8 +11,10 @@ A JSON-lines session is a *mutation log* (formats.md §3.2): messages keyed by `
 that later lines replace, ``$set`` updates and checkpoints, and ``$rewindTo`` lines.
 Every line is kept as one record, in file order, so writing the records back
 reproduces the file byte for byte; the log is replayed in :meth:`GeminiAdapter.read`
-so that each message is counted once. How lines are classified, normalized and
-replayed lives in :mod:`.gemini_log`, which also describes the normalized blocks.
+so that each message is counted once. The read takes two passes so that memory does
+not grow with the log: the first replays a light copy of each line (no content), the
+second reads the lines again as they are stored. How lines are classified, normalized
+and replayed lives in :mod:`.gemini_log`, which also describes the normalized blocks.
 
 Legacy single-JSON sessions (``session-….json``, one document ``{..., "messages":
 [...]}``) are read as one header record (the document without ``messages``) plus
@@ -34,9 +36,9 @@ import hashlib
 import json
 import os
 import re
-import zlib
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from functools import partial
+from typing import Any, Iterator, Mapping, Sequence
 
 from .. import jsonl
 from ..errors import InputError
@@ -45,15 +47,16 @@ from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
+    RawRecord,
     ReadResult,
     Record,
     SessionFile,
     View,
     bare_reason,
     foreign_file,
-    iter_jsonl,
-    opaque_warning,
+    LineIndex,
     record_turn,
+    reopen,
 )
 from .gemini_log import (
     _SKIP,
@@ -64,6 +67,9 @@ from .gemini_log import (
     _normals,
     _replay,
     _value_of,
+    credits,
+    light,
+    normal_at,
     normalize_record,
     parse_time,
 )
@@ -188,6 +194,11 @@ class _Info:
     def saved(self) -> dict:
         out = {"id": self.id, "hash": self.hash, "cwd": self.cwd, "model": self.model, "title": self.title}
         return {k: v for k, v in out.items() if v is not None}
+
+
+def _not_a_session(path: str, line: int, problem: str) -> InputError:
+    return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Gemini CLI session",
+                      path=path, line=line, hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
 
 
 def _read_text(path: str, limit: int = 64 * 1024) -> str | None:
@@ -458,42 +469,59 @@ class GeminiAdapter(Adapter):
                 doc = self._maybe_document(path, fh, size)
                 if doc is not None:
                     return self._read_document(path, *doc)
-            records, values, warnings, end, lines = self._read_lines(fh, path, start, first_line, full)
+            info = _Info(None if full else old.get("info"))
+            index = LineIndex(start, first_line - 1)
+            lights: list[Any] = []  # what the replay needs of each line: gemini_log.light, _SKIP
+            judged: list[tuple[int, bool, str | None]] = []  # (line, Gemini's, other agent): first JSON lines
+            for line, value in index.scan(fh, path, start, first_line, full, partial(_not_a_session, path)):
+                lights.extend([_SKIP] * (line.number - first_line - len(lights)))  # blank and opaque lines
+                lights.append(light(value))
+                info.feed(value)
+                if full and len(judged) < _SHAPE_LINES:
+                    judged.append((line.number, _is_gemini(value), _other_agent(value)))
+            lights.extend([_SKIP] * (len(index) - len(lights)))
             fh.seek(0, os.SEEK_END)
-            if fh.tell() > end:
-                warnings.append(f"{path}:{lines + 1}: incomplete last line (the agent may still be writing); "
-                                "it will be committed next time")
+            if fh.tell() > index.end:
+                index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be "
+                                      "writing); it will be committed next time")
         if full:
-            self._check_shape(path, values, records)
-        info = _Info(None if full else old.get("info"))
-        for v in values:
-            info.feed(v)
+            self._check_shape(path, judged)
         info.resolve(path)
-        if full and values and info.hash is None:
+        warnings = index.warnings
+        if full and lights and info.hash is None:
             warnings.append(f"{path}: no session header (sessionId and projectHash); Gemini CLI cannot resume it as is")
 
         prior = [] if full else [a for a in old.get("answered") or [] if _is_id(a)]
-        replay = _replay(values, prior)
-        normals = _normals(values, replay)
-        for rec, value, normal in zip(records, values, normals):
-            if value is not _SKIP:  # opaque lines keep their "blank" / "unparseable" label
-                rec.normal = normal
+        replay = _replay(lights, prior)
         known = old.get("bloom") if not full and old.get("v") == STATE_VERSION else None
         usable = isinstance(known, bytes) and len(known) == BLOOM_BITS // 8
         bloom = bytearray(known if usable else bytes(BLOOM_BITS // 8))
-        extends = usable and _extends(values, bytes(bloom))
+        extends = usable and _extends(lights, bytes(bloom))
         for mid in replay.ids:
             _bloom_add(bloom, mid)
         live = [e.key for e in replay.entries if not e.key.startswith("#")]
         leaf = live[-1] if live else (old.get("leaf") if not full else None)
-        views = [View(indices=list(range(len(records))), leaf=leaf)] if full or extends else []
+        count = len(index)
+        views = [View(indices=list(range(count)), leaf=leaf)] if full or extends else []
         new_state = {"v": STATE_VERSION, "bloom": bytes(bloom), "answered": replay.answered, "info": info.saved()}
         if leaf is not None:
             new_state["leaf"] = leaf
         if not full and not extends:
             new_state = old  # the caller reads the whole file again
-        return ReadResult(session=info.session(), records=records, views=views, state=new_state, end=end,
-                          lines=lines, warnings=warnings, extends=extends)
+        credited = credits(replay)
+        del replay, lights
+        sums = index.sums
+
+        def make(i: int, line: jsonl.Line, value: Any) -> Record:
+            # i counts from this read's first line, as the replay's indices do.
+            return Record(record_turn(AGENT, RawRecord(line, value, None)), normal_at(i, value, credited), line.number,
+                          sums[i])
+
+        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+            return index.records(partial(reopen, path), path, AGENT, first_line, indices, make)
+
+        return ReadResult(session=info.session(), views=views, state=new_state, end=index.end, lines=index.lines,
+                          warnings=warnings, extends=extends, produce=produce, count=count)
 
     def _maybe_document(self, path: str, fh, size: int) -> tuple[tuple[dict, list, str], bytes] | None:
         """A legacy single-JSON document and the file's bytes, when the file is one.
@@ -553,51 +581,20 @@ class GeminiAdapter(Adapter):
             state={"v": STATE_VERSION, "doc": True, "info": info.saved()},
             end=len(data), lines=data.count(b"\n"), warnings=warnings, extends=False)
 
-    def _read_lines(self, fh, path: str, start: int, first_line: int, full: bool):
-        records: list[Record] = []
-        values: list[Any] = []
-        warnings: list[str] = []
-        end, lines = start, first_line - 1
-        seen_json = not full
-        for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
-            end, lines = raw.line.end, raw.line.number
-            if raw.problem is None:
-                seen_json = True
-                records.append(Record(record_turn(AGENT, raw), Normal(role="meta"), raw.line.number,
-                                      zlib.crc32(raw.line.raw)))
-                values.append(raw.value)
-                continue
-            if raw.problem == "blank":
-                normal = Normal(role="meta", label="blank")
-            else:
-                if not seen_json:
-                    raise InputError(f"the first line is not JSON ({bare_reason(raw.problem)}); this is not a Gemini CLI "
-                                     "session", path=path, line=raw.line.number,
-                                     hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
-                warnings.append(opaque_warning(path, raw.line.number, raw.problem))
-                normal = Normal(role="meta", label="unparseable")
-            records.append(Record(Turn.from_line(AGENT, raw.line.raw), normal, raw.line.number))
-            values.append(_SKIP)
-        return records, values, warnings, end, lines
+    def _check_shape(self, path: str, judged: list[tuple[int, bool, str | None]]) -> None:
+        """Refuse files with no Gemini CLI record near the top; name the agent if known.
 
-    def _check_shape(self, path: str, values: list[Any], records: list[Record]) -> None:
-        checked = 0
-        for rec, value in zip(records, values):
-            if value is _SKIP:
-                continue
-            if _is_gemini(value):
+        ``judged`` is (line, is Gemini's, other agent) of the first JSON lines.
+        """
+        for checked, (line, gemini, other) in enumerate(judged):
+            if gemini:
                 return
-            other = _other_agent(value)
             if other and checked == 0:
-                raise foreign_file(path, rec.line, other, "a Gemini CLI session")
-            checked += 1
-            if checked >= _SHAPE_LINES:
-                break
-        if checked == 0:
+                raise foreign_file(path, line, other, "a Gemini CLI session")
+        if not judged:
             return
-        first = next(r.line for r, v in zip(records, values) if v is not _SKIP)
         raise InputError("this JSON-lines file has no Gemini CLI records (no sessionId/projectHash header, "
-                         "message ids, $set or $rewindTo)", path=path, line=first,
+                         "message ids, $set or $rewindTo)", path=path, line=judged[0][0],
                          hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats, "
                               "or pick the right --agent")
 

@@ -364,27 +364,85 @@ def _replay(values: list[Any], answered: Iterable[str] = ()) -> _Replay:
 
 def _normals(values: list[Any], replay: _Replay) -> list[Normal]:
     """Each value's normal, knowing which messages are live (see the module docstring)."""
+    credited = credits(replay)
+    return [normal_at(i, rec, credited) for i, rec in enumerate(values)]
+
+
+def credits(replay: _Replay) -> dict[int, list[_Entry]]:
+    """The live messages of a replay, by the index of the line credited with each."""
     credited: dict[int, list[_Entry]] = {}
     for e in replay.entries:
         credited.setdefault(e.src, []).append(e)
-    out: list[Normal] = []
-    for i, rec in enumerate(values):
-        if rec is _SKIP:
-            out.append(Normal(role="meta", label="unparseable"))
-            continue
-        kind = _kind(rec)
-        mine = credited.get(i, [])
-        if kind in ("message", "content"):
-            if not mine:
-                out.append(Normal(role="meta", time=parse_time(rec.get("timestamp")), label="gemini:superseded"))
-            elif mine[0].dup:
-                out.append(Normal(role="meta", time=parse_time(rec.get("timestamp")), label="gemini:duplicate-result"))
-            else:
-                out.append(message_normal(rec))
-            continue
-        base = _bookkeeping_normal(rec, kind)
-        if mine:
-            out.append(_combined([message_normal(e.msg) for e in mine if not e.dup], base.label, base.time))
-        else:
-            out.append(base)
+    return credited
+
+
+def normal_at(i: int, rec: Any, credited: Mapping[int, list[_Entry]]) -> Normal:
+    """The normal of line ``i`` (parsed: ``rec``) in a replayed log (:func:`credits`).
+
+    Only ``rec`` is read for content: the replay may have run on :func:`light`
+    values, whose messages hold no content.
+    """
+    if rec is _SKIP:
+        return Normal(role="meta", label="unparseable")
+    kind = _kind(rec)
+    mine = credited.get(i, [])
+    if kind in ("message", "content"):
+        if not mine:
+            return Normal(role="meta", time=parse_time(rec.get("timestamp")), label="gemini:superseded")
+        if mine[0].dup:
+            return Normal(role="meta", time=parse_time(rec.get("timestamp")), label="gemini:duplicate-result")
+        return message_normal(rec)
+    base = _bookkeeping_normal(rec, kind)
+    if not mine:
+        return base
+    # The messages credited to a checkpoint or header line are its own entries (the
+    # last one of an id, as the replay loads them).
+    own = {m["id"]: m for m in _entries(rec, kind) or () if _kind(m) == "message"} if kind in ("set", "header") else {}
+    return _combined([message_normal(own.get(e.key, e.msg)) for e in mine if not e.dup], base.label, base.time)
+
+
+def light(rec: Any) -> Any:
+    """What :func:`_replay` and :func:`.gemini._extends` read of a parsed line, without
+    the content: a streaming read keeps this of every line, not the line.
+
+    Replaying light values gives the same entries (keys, credited lines, duplicate
+    flags) and the same answered calls as replaying the lines; only the entries'
+    messages are light too (:func:`normal_at` reads the line itself).
+    """
+    kind = _kind(rec)
+    if kind == "message":
+        return _light_message(rec)
+    if kind == "rewind":
+        return {"$rewindTo": rec["$rewindTo"]}
+    if kind == "content":
+        return {"role": rec["role"], "parts": []}
+    if kind == "set":
+        if not isinstance(rec["$set"], dict):
+            return {"$set": []}
+        out = {k: v for k, v in rec["$set"].items() if k != "messages"}
+        msgs = _entries(rec, kind)
+        if msgs is not None:
+            out["messages"] = [_light_message(m) if _kind(m) == "message" else None for m in msgs]
+        return {"$set": out}
+    if kind == "header":
+        out = {k: v for k, v in rec.items() if k != "messages"}
+        msgs = _entries(rec, kind)
+        if msgs is not None:
+            out["messages"] = [_light_message(m) if _kind(m) == "message" else None for m in msgs]
+        return out
+    return None  # another record: the replay skips it
+
+
+def _light_message(msg: Mapping[str, Any]) -> dict:
+    out: dict[str, Any] = {"id": msg["id"], "type": msg.get("type")}
+    frs = _fr_ids(msg)
+    # Content that _fr_ids reads back as the same ids (or as None: not only responses).
+    out["content"] = [{"functionResponse": {"id": c}} for c in frs] if frs is not None else None
+    calls = msg.get("toolCalls")
+    if isinstance(calls, list):
+        out["toolCalls"] = [
+            {"id": tc.get("id"), "result": True if tc.get("result") is not None else None} if isinstance(tc, dict)
+            else None
+            for tc in calls
+        ]
     return out

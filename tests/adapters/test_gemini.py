@@ -961,3 +961,68 @@ def test_real_gemini_finds_export_in_legacy_hash_folder(tmp_path):
 
     res, root = _resume_exported(tmp_path, A.read(str(V040)), "gemini", prepare=legacy)
     assert res.aux == [] and project_hash(str(root.project)) in res.files[0][0]
+
+
+# ------------------------------------------------------------------ streaming read
+
+from opalgit.adapters import gemini_log  # noqa: E402
+
+_ids = st.sampled_from(["m1", "m2", "m3", "m4", "c1", ""])
+_calls = st.lists(st.fixed_dictionaries({"id": _ids, "name": st.just("run")},
+                                        optional={"result": st.sampled_from([None, [{"ok": 1}], "done"])}),
+                  max_size=3)
+_fr_content = st.lists(st.fixed_dictionaries({"functionResponse": st.fixed_dictionaries({"id": _ids})}),
+                       min_size=1, max_size=2)
+_message = st.fixed_dictionaries(
+    {"id": _ids, "type": st.sampled_from(["user", "gemini", "info", "model"])},
+    optional={"content": st.one_of(st.text(max_size=8), _fr_content, st.just([{"text": "hi"}])),
+              "toolCalls": st.one_of(_calls, st.just("x")), "timestamp": st.just(T)},
+)
+_record = st.one_of(
+    _message,
+    st.fixed_dictionaries({"$rewindTo": _ids}),
+    st.fixed_dictionaries({"$set": st.fixed_dictionaries(
+        {"lastUpdated": st.just(T)}, optional={"messages": st.lists(_message, max_size=4), "summary": st.text(max_size=5)})}),
+    st.fixed_dictionaries({"$set": st.just([])}),
+    st.fixed_dictionaries({"sessionId": st.just(SID), "projectHash": st.just("h" * 64)},
+                          optional={"messages": st.lists(_message, max_size=3)}),
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "model"]), "parts": st.just([{"text": "legacy"}])}),
+    st.fixed_dictionaries({"note": st.text(max_size=5)}),
+    st.just(gemini_log._SKIP),
+)
+
+
+@given(st.lists(_record, max_size=25), st.lists(_ids, max_size=3))
+@settings(max_examples=400, deadline=None)
+def test_replaying_light_values_is_replaying_the_log(values, answered):
+    """A streaming read keeps gemini_log.light of each line and replays that: the
+    entries, the answered calls and every line's normal must be what the whole log gives."""
+    full = gemini_log._replay(values, answered)
+    lit = gemini_log._replay([gemini_log.light(v) if v is not gemini_log._SKIP else v for v in values], answered)
+    assert [(e.key, e.src, e.dup) for e in lit.entries] == [(e.key, e.src, e.dup) for e in full.entries]
+    assert (lit.ids, lit.answered) == (full.ids, full.answered)
+    credited = gemini_log.credits(lit)
+    assert [gemini_log.normal_at(i, v, credited) for i, v in enumerate(values)] == gemini_log._normals(values, full)
+
+
+@pytest.mark.parametrize("path", JSONL_FILES, ids=lambda p: p.name[:28])
+def test_a_read_keeps_no_record_and_gives_each_its_replayed_view(path):
+    res = A.read(str(path))
+    assert res.lazy
+    values = [json.loads(line) if line.strip() else gemini_log._SKIP for line in path.read_bytes().splitlines()]
+    want = gemini_log._normals(values, gemini_log._replay(values))
+    got = [r.normal for r in res.iter_records()]
+    assert [g for g, v in zip(got, values) if v is not gemini_log._SKIP] == [
+        w for w, v in zip(want, values) if v is not gemini_log._SKIP]
+    assert res.lazy and [r.normal for r in res.iter_records()] == got
+
+
+def test_a_log_rewritten_between_the_passes_is_refused(tmp_path):
+    body = GENERATED.read_bytes()
+    p = tmp_path / "session.jsonl"
+    p.write_bytes(body)
+    res = A.read(str(p))
+    p.write_bytes(body.replace(b'"type":"user"', b'"type":"USER"', 1))
+    with pytest.raises(InputError) as err:
+        list(res.iter_records())
+    assert "changed while it was being read" in str(err.value)

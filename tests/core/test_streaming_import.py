@@ -293,7 +293,9 @@ def test_commit_holds_one_record_at_a_time(repo, project, home, monkeypatch):
     import weakref
 
     place(home, project, source=GENERATED)
-    real = ClaudeAdapter._produce
+    from opalgit.adapters.base import LineIndex
+
+    real = LineIndex.records
     live = [0, 0, 0]  # alive now, most alive at once, produced
 
     def gone():
@@ -307,7 +309,7 @@ def test_commit_holds_one_record_at_a_time(repo, project, home, monkeypatch):
             weakref.finalize(rec, gone)
             yield rec
 
-    monkeypatch.setattr(ClaudeAdapter, "_produce", produce)
+    monkeypatch.setattr(LineIndex, "records", produce)
     res = porcelain.commit(repo, {"HOME": str(home)}, str(project))
     assert live[2] == res.items > 50
     assert live[1] <= 2, live
