@@ -529,6 +529,18 @@ class Bench:
                      note=f"import took {p.wall:.1f} s (cpu {p.cpu:.1f} s), {res['turns']} turns",
                      extra={"wall": p.wall, "cpu": p.cpu, "turns": res["turns"]}))
         shutil.rmtree(repo)
+        # The same for the other agents' formats (informative: the target is stated for
+        # the Claude session, but every adapter reads in two passes).
+        for agent in ("codex", "gemini"):
+            st = self.session(agent, size=size)
+            repo = self.fresh_repo(f"memory-{agent}")
+            p = self.opal("commit", "--file", st.path, "--json", cwd=repo).check()
+            res = json.loads(p.out)
+            self.row(Row(f"memory.{agent}", f"peak RSS of opal commit --file, {size_label(st.bytes)} {agent} session",
+                         p.maxrss, "B", st.bytes, "file size",
+                         note=f"import took {p.wall:.1f} s (cpu {p.cpu:.1f} s), {res['turns']} turns",
+                         extra={"wall": p.wall, "cpu": p.cpu, "turns": res["turns"]}))
+            shutil.rmtree(repo)
 
     # --------------------------------------------------------------------- 7 hooks
 
