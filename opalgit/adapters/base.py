@@ -402,16 +402,17 @@ class LineIndex:
             self.end, self.lines = raw.line.end, raw.line.number
         offsets.append(self.end)
 
-    def records(self, reopen: Callable[[], IO[bytes]], path: str, agent: str, first_line: int,
+    def records(self, open_again: Callable[[], IO[bytes]], path: str, agent: str, first_line: int,
                 indices: Sequence[int] | None, make: Callable[[int, jsonl.Line, Any], Record]) -> Iterator[Record]:
         """The second pass: the records at ``indices`` (ascending; None: all), read
-        again from ``reopen()``. ``make(i, line, value)`` makes a JSON line's record
-        (``i`` counts from ``first_line``); blank and opaque lines are kept as their
-        bytes. A line that is no longer what :meth:`scan` read raises :class:`InputError`."""
+        again from ``open_again()`` (e.g. :func:`reopen`). ``make(i, line, value)`` makes
+        a JSON line's record (``i`` counts from ``first_line``); blank and opaque lines
+        are kept as their bytes. A line that is no longer what :meth:`scan` read raises
+        :class:`InputError`."""
         kinds = self.kinds
         if not kinds:
             return
-        with reopen() as fh:
+        with open_again() as fh:
             yield from self._records(fh, path, agent, first_line, range(len(kinds)) if indices is None else indices,
                                      make)
 
