@@ -313,3 +313,51 @@ def test_commit_holds_one_record_at_a_time(repo, project, home, monkeypatch):
     res = porcelain.commit(repo, {"HOME": str(home)}, str(project))
     assert live[2] == res.items > 50
     assert live[1] <= 2, live
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_every_agent_streams_a_growing_session_into_commits(repo, project, home, tmp_path, agent):
+    """The two-pass read of each agent's JSON lines, through the whole commit: a
+    session committed as it grows holds exactly the file (secrets restored from the
+    vault), each record read once per commit that adds it, one at a time."""
+    import weakref
+
+    from bench import generate
+    from opalgit import adapters, exporting
+    from opalgit.adapters.base import LineIndex
+
+    st = generate.generate(agent, str(tmp_path / f"session-{agent}.jsonl"), size=300_000, seed=7)
+    lines = Path(st.path).read_bytes().splitlines(keepends=True)
+    lines.insert(len(lines) // 2, b"\n")  # a blank line in the middle: kept as bytes
+    live = tmp_path / f"live-{agent}.jsonl"
+    real = LineIndex.records
+    seen = {"produced": 0, "alive": 0, "most": 0}
+
+    def gone():
+        seen["alive"] -= 1
+
+    def records(self, *a, **kw):
+        for rec in real(self, *a, **kw):
+            seen["produced"] += 1
+            seen["alive"] += 1
+            seen["most"] = max(seen["most"], seen["alive"])
+            weakref.finalize(rec, gone)
+            yield rec
+
+    prev = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LineIndex, "records", records)
+        for cut in (len(lines) // 3, 2 * len(lines) // 3, len(lines)):
+            with open(live, "ab") as fh:
+                fh.writelines(lines[prev:cut])
+            res = porcelain.commit(repo, {"HOME": str(home)}, str(project), file=str(live), agent=agent)
+            assert res.new_items == cut - prev
+            # Claude and Codex commits read only the lines added since the last one; a
+            # Gemini log rewrites a message's line when its tool results arrive (same
+            # id), which its adapter does not take as an extension: read whole again.
+            assert res.incremental == (prev > 0 and agent != "gemini")
+            prev = cut
+    assert seen["most"] <= 2 and seen["produced"] >= len(lines)
+    _, turns, _, _ = exporting.gather(repo, "main")
+    ad = adapters.get(agent)
+    assert b"".join(ad.render(t.turn) + b"\n" for t in turns) == b"".join(lines)
