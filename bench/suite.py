@@ -306,6 +306,27 @@ class Bench:
                      max(median(incs) - fw, 0.0), "s", max(median(fulls) - fw, 1e-9), "full import less start-up",
                      note="informative: start-up is paid once per process, whatever the session",
                      extra={"floor_wall": [p.wall for p in floor]}))
+        # The other agents' formats, one run each (informative: the target is stated for
+        # Claude). A Gemini CLI log re-appends a message under its id when its tool
+        # results arrive, which its adapter reads as a rewrite, not an extension: the
+        # commit reads the whole log again, and this row shows what that costs.
+        for agent in ("codex", "gemini"):
+            st = self.session(agent, turns=n + k, seed=2, marks=(n,))
+            cut = st.marks[n]
+            repo = self.fresh_repo(f"incremental-{agent}")
+            live = self.path(f"incremental-{agent}", os.path.basename(st.path))
+            _copy_range(st.path, live, 0, cut)
+            p = self.opal("commit", "--file", live, "--json", cwd=repo).check()
+            _copy_range(st.path, live, cut, st.bytes, append=True)
+            q = self.opal("commit", "--file", live, "--json", cwd=repo).check()
+            info = json.loads(q.out)
+            self.row(Row(f"incremental.{agent}", f"opal commit after {k} new turns on a {n:,}-turn {agent} session",
+                         q.wall, "s", p.wall, "full import of it",
+                         note=f"{cut / MB:.0f} MB + {info.get('new_turns')} new turns; "
+                              f"incremental={info.get('incremental')}; one run",
+                         extra={"incremental": info.get("incremental"), "new_turns": info.get("new_turns")}))
+            shutil.rmtree(repo)
+            shutil.rmtree(os.path.dirname(live))
 
     # ------------------------------------------------------------------ 3 storage
 
