@@ -23,7 +23,7 @@ from .errors import (
     SessionNotFoundError,
     UsageError,
 )
-from .model import Normal, SessionInfo, Source, StateHeader, Turn
+from .model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
 from .refs import branch_ref, check_branch_name
 from .repo import Repository
 from .sequence import Item
@@ -187,6 +187,21 @@ def _untrack(repo: Repository, branch: str) -> None:
 # ================================================================== commit
 
 
+def _revise(store, root: sequence.Node | None, revised: Mapping[int, Normal],
+            packer) -> tuple[sequence.Node | None, int, int]:
+    """``root`` with the summaries of the records at ``revised``'s indices made from
+    their new views (the turns stay as stored), and how that changes the turn and
+    character counts. Only the leaves that hold them are written again."""
+    turns = chars = 0
+    for index in sorted(revised):
+        old = next(iter(sequence.iter_items(store, root, index, index + 1))).item
+        new = Item(old.id, old.canon, summarize(revised[index]), payload_oids=dict(old.payload_oids))
+        turns += int(new.is_turn) - int(old.is_turn)
+        chars += int(new.summary.get("chars", 0)) - int(old.summary.get("chars", 0))
+        root = sequence.splice(store, root, index, index + 1, [new], packer)
+    return root, turns, chars
+
+
 def _continues_export(repo: Repository, agent: str, f, state: "State", result: ReadResult) -> int:
     """How many of ``state``'s records the session file begins with, because ``opal
     export`` wrote them there one for one (0: none; the file is read as new).
@@ -295,6 +310,10 @@ def _commit_locked(
     if extend and prev_src is not None:
         result = ad.read(f.path, start=begin, first_line=first, state=prev_src.state)
         incremental = result.extends
+        # Records the new lines revise are named by their place in the file: the
+        # state's records must be the file's lines, one each, for that to be theirs.
+        if incremental and result.revised and (state is None or state.header.items != prev_src.lines):
+            incremental = False
         if not incremental:
             result = None
     resumed = 0  # records of ``state`` that the file's first lines stand for (see below)
@@ -374,17 +393,21 @@ def _commit_locked(
     fork_states = {name: load_state(repo, h) for name in fork_names if (h := branch_head(repo, name)) is not None}
     packer = packer_for(repo, state, also=list(fork_states.values()))
     appended = False
+    base = state.root if state is not None else None  # what the new records are appended to
     if incremental or resumed:
         assert state is not None
         # Incremental: the new lines' records. Resumed: the records after the ones the
         # export wrote (the file's only view begins with them, checked).
         indices = None if incremental else result.views[0].indices[resumed:]
-        root = sequence.append(store, state.root, items_of(indices, tally), packer)
+        turns_delta = chars_delta = 0
+        if incremental and result.revised:
+            base, turns_delta, chars_delta = _revise(store, base, result.revised, packer)
+        root = sequence.append(store, base, items_of(indices, tally), packer)
         appended = True
         new_turns, new_chars = sum(tally[0]), sum(tally[1])
         items_total = state.header.items + len(tally[0])
-        turns_total = state.header.turns + new_turns
-        chars_total = state.header.chars + new_chars
+        turns_total = state.header.turns + new_turns + turns_delta
+        chars_total = state.header.chars + new_chars + chars_delta
         new_range = (state.header.items, items_total)
     else:
         view = result.views[0] if result.views else None
@@ -486,8 +509,9 @@ def _commit_locked(
         try:
             if appended:
                 assert state is not None
+                # (a base revised in place holds the same payloads as the state's root)
                 old_known = locations.of(store, repo.opal_dir, state.root)
-                locations.after_append(store, repo.opal_dir, state.root, root, old_known)
+                locations.after_append(store, repo.opal_dir, base, root, old_known)
             elif root is not None:
                 locations.save(repo.opal_dir, root.oid, built)
         except (OSError, OpalError):

@@ -92,6 +92,7 @@ class ReadResult:
         *,
         produce: Callable[[Sequence[int] | None], Iterator[Record]] | None = None,
         count: int | None = None,
+        revised: Mapping[int, Normal] | None = None,
     ) -> None:
         if records is None and (produce is None or count is None):
             raise TypeError("ReadResult needs records, or produce and count")
@@ -105,6 +106,10 @@ class ReadResult:
         self.lines = lines  # number of lines consumed (whole lines only)
         self.warnings: list[str] = warnings if warnings is not None else []
         self.extends = extends  # incremental read: records simply extend the previous active view
+        # With ``extends``: records read before (index from the file's first line)
+        # whose view the new lines change, and their new view. A Gemini CLI message
+        # re-appended under its id supersedes its earlier line.
+        self.revised: dict[int, Normal] = dict(revised or {})
 
     @property
     def count(self) -> int:

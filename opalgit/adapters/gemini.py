@@ -77,13 +77,18 @@ from .gemini_log import (
 __all__ = ["GeminiAdapter", "gemini_dir", "parse_time", "project_hash", "slugify"]
 
 AGENT = "gemini"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the bloom filter grows with the session (1 had 8,192 bits)
 #: Sessions larger than this are listed without replaying them to prove they hold a prompt.
 RESUMABLE_CHECK_LIMIT = 256 * 1024
 #: Documents (legacy ``.json``) larger than this are refused rather than loaded whole.
 DOCUMENT_LIMIT = 64 * 1024 * 1024
-#: Bloom filter over every message id seen (bits, hashes): a false hit only costs a re-read.
-BLOOM_BITS, BLOOM_HASHES = 8192, 4
+#: Bloom filter over every message id seen: a false hit only costs a re-read. It has
+#: a multiple of BLOOM_BITS bits, BLOOM_BITS_PER_ID per id for half as many ids again
+#: as it was sized for (0.6 % false hits per new id when full, 0.2 % when sized, with
+#: BLOOM_HASHES hashes); once full, a whole read sizes it again. It is part of every
+#: commit's state, so it is kept small: 32 KB for 14,000 messages. (A fixed 8,192
+#: bits filled up at ~1,000 messages, after which no read of a session was incremental.)
+BLOOM_BITS, BLOOM_HASHES, BLOOM_BITS_PER_ID = 8192, 4, 12
 _SHAPE_LINES = 64
 #: The CLI drops user text starting with these on resume (isIgnoredUserContent).
 IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")
@@ -124,35 +129,72 @@ def iso(ms: int) -> str:
 # ---------------------------------------------------------------------- incremental state
 
 
-def _bloom_add(bits: bytearray, key: str) -> None:
-    h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=2 * BLOOM_HASHES).digest()
+def _bloom_size(ids: int) -> int:
+    """Bytes of a filter for ``ids`` ids, with room for half as many again."""
+    blocks = -(-(3 * BLOOM_BITS_PER_ID * ids // 2) // BLOOM_BITS)  # rounded up
+    return max(blocks, 1) * BLOOM_BITS // 8
+
+
+def _bloom_room(bits: bytes) -> int:
+    """How many ids a filter of this size holds before it is sized again."""
+    return len(bits) * 8 // BLOOM_BITS_PER_ID
+
+
+def _bloom_spots(bits: bytes | bytearray, key: str) -> Iterator[int]:
+    h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=4 * BLOOM_HASHES).digest()
+    size = len(bits) * 8
     for j in range(BLOOM_HASHES):
-        n = int.from_bytes(h[2 * j:2 * j + 2], "big") % BLOOM_BITS
+        yield int.from_bytes(h[4 * j : 4 * j + 4], "big") % size
+
+
+def _bloom_add(bits: bytearray, key: str) -> None:
+    for n in _bloom_spots(bits, key):
         bits[n // 8] |= 1 << (n % 8)
 
 
 def _bloom_has(bits: bytes, key: str) -> bool:
-    h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=2 * BLOOM_HASHES).digest()
-    for j in range(BLOOM_HASHES):
-        n = int.from_bytes(h[2 * j:2 * j + 2], "big") % BLOOM_BITS
-        if not bits[n // 8] & (1 << (n % 8)):
-            return False
-    return True
+    return all(bits[n // 8] & (1 << (n % 8)) for n in _bloom_spots(bits, key))
 
 
-def _extends(values: list[Any], bloom: bytes) -> bool:
-    """True when new lines only append messages (no replacement, rewind or checkpoint)."""
+def _extends(values: list[Any], bloom: bytes, tail: str | None = None) -> tuple[bool, bool]:
+    """Whether new lines only append to the log (no rewind, no checkpoint, no message
+    read before replaced), and whether they re-append ``tail``, the log's last message.
+
+    Gemini CLI re-appends a message under its id when its tool calls and results
+    arrive, right after writing it. When that message is the last one read (``tail``)
+    and comes back before any other message, replaying the new lines alone gives
+    what replaying the whole log gives: the old line is superseded and nothing read
+    since depends on it. Any other replacement needs the whole log replayed.
+    """
     fresh: set[str] = set()
+    again = False
     for rec in values:
         kind = _kind(rec)
         if kind == "rewind" or (kind in ("set", "header") and _entries(rec, kind) is not None):
-            return False
+            return False, False
         if kind == "message":
             mid = rec["id"]
-            if mid in fresh or _bloom_has(bloom, mid):
-                return False
-            fresh.add(mid)
-    return True
+            if not fresh and mid == tail:
+                again = True
+            elif mid not in fresh and _bloom_has(bloom, mid):
+                return False, False
+            fresh.add(mid)  # (a message new in these lines may come again: they replay alike)
+    return True, again
+
+
+def _tail(values: list[Any], credited: Mapping[int, list], base: int) -> list | None:
+    """``[id, record index, time]`` of the log's last message line if nothing after it
+    changes the log's messages and it is live, else None (see :func:`_extends`);
+    ``base`` is the index of ``values[0]`` among the file's records."""
+    for i in range(len(values) - 1, -1, -1):
+        rec = values[i]
+        kind = _kind(rec)
+        if rec is _SKIP or kind == "other" or (kind in ("set", "header") and _entries(rec, kind) is None):
+            continue  # metadata and opaque lines change no message
+        if kind != "message" or not any(e.key == rec["id"] for e in credited.get(i, ())):
+            return None
+        return [rec["id"], base + i, parse_time(rec.get("timestamp"))]
+    return None
 
 
 class _Info:
@@ -494,21 +536,39 @@ class GeminiAdapter(Adapter):
         prior = [] if full else [a for a in old.get("answered") or [] if _is_id(a)]
         replay = _replay(lights, prior)
         known = old.get("bloom") if not full and old.get("v") == STATE_VERSION else None
-        usable = isinstance(known, bytes) and len(known) == BLOOM_BITS // 8
-        bloom = bytearray(known if usable else bytes(BLOOM_BITS // 8))
-        extends = usable and _extends(lights, bytes(bloom))
+        seen_ids = old.get("ids") if isinstance(old.get("ids"), int) else None
+        usable = (
+            isinstance(known, bytes) and len(known) >= BLOOM_BITS // 8 and len(known) % (BLOOM_BITS // 8) == 0
+            and seen_ids is not None and seen_ids + len(replay.ids) <= _bloom_room(known)
+        )
+        total_ids = (seen_ids or 0) + len(replay.ids) if usable else len(replay.ids)
+        bloom = bytearray(known if usable else bytes(_bloom_size(total_ids)))
+        last = old.get("tail") if usable else None
+        last = last if isinstance(last, list) and len(last) == 3 and _is_id(last[0]) else None
+        extends, again = _extends(lights, bytes(bloom), last[0] if last else None) if usable else (False, False)
         for mid in replay.ids:
             _bloom_add(bloom, mid)
         live = [e.key for e in replay.entries if not e.key.startswith("#")]
         leaf = live[-1] if live else (old.get("leaf") if not full else None)
         count = len(index)
         views = [View(indices=list(range(count)), leaf=leaf)] if full or extends else []
-        new_state = {"v": STATE_VERSION, "bloom": bytes(bloom), "answered": replay.answered, "info": info.saved()}
+        new_state = {"v": STATE_VERSION, "bloom": bytes(bloom), "ids": total_ids, "answered": replay.answered,
+                     "info": info.saved()}
         if leaf is not None:
             new_state["leaf"] = leaf
+        credited = credits(replay)
+        tail = _tail(lights, credited, first_line - 1)
+        if tail is None and not full and not any(v is not _SKIP and _kind(v) not in ("other", "set") for v in lights):
+            tail = last  # only metadata since: the last message is still the last
+        if tail is not None:
+            new_state["tail"] = tail
+        revised: dict[int, Normal] = {}
+        if again:
+            assert last is not None
+            # The re-appended message's old line: what a replay of the whole log makes of it.
+            revised[last[1]] = Normal(role="meta", time=last[2], label="gemini:superseded")
         if not full and not extends:
             new_state = old  # the caller reads the whole file again
-        credited = credits(replay)
         del replay, lights
         sums = index.sums
 
@@ -521,7 +581,7 @@ class GeminiAdapter(Adapter):
             return index.records(partial(reopen, path), path, AGENT, first_line, indices, make)
 
         return ReadResult(session=info.session(), views=views, state=new_state, end=index.end, lines=index.lines,
-                          warnings=warnings, extends=extends, produce=produce, count=count)
+                          warnings=warnings, extends=extends, produce=produce, count=count, revised=revised)
 
     def _maybe_document(self, path: str, fh, size: int) -> tuple[tuple[dict, list, str], bytes] | None:
         """A legacy single-JSON document and the file's bytes, when the file is one.

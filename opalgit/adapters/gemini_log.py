@@ -434,7 +434,7 @@ def light(rec: Any) -> Any:
 
 
 def _light_message(msg: Mapping[str, Any]) -> dict:
-    out: dict[str, Any] = {"id": msg["id"], "type": msg.get("type")}
+    out: dict[str, Any] = {"id": msg["id"], "type": msg.get("type"), "timestamp": msg.get("timestamp")}
     frs = _fr_ids(msg)
     # Content that _fr_ids reads back as the same ids (or as None: not only responses).
     out["content"] = [{"functionResponse": {"id": c}} for c in frs] if frs is not None else None
