@@ -404,5 +404,10 @@ def test_a_gemini_log_committed_line_by_line_is_the_log_committed_whole(project,
         return items, (state.header.items, state.header.turns, state.header.chars)
 
     assert recorded(grow) == recorded(whole)
+    from opalgit import fsck
+    from tests.conftest import git
+
+    assert fsck.fsck(grow).ok  # the leaves rewritten in place keep every invariant
+    assert git("fsck", "--strict", cwd=str(tmp_path / "grow")).returncode == 0
     reappended = len(lines) - len({json.loads(x)["id"] for x in lines if b'"id"' in x[:8]})
     assert reappended > 5 and incremental >= len(lines) - 3  # (the first commit, checkpoints)
