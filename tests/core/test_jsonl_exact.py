@@ -74,3 +74,19 @@ def test_a_sweep_of_float_magnitudes():
             value = {"x": v, "y": [v, 1]}
             raw = orjson.dumps(value) if orjson is not None else jsonl.dumps(value)
             assert jsonl.exact(value, raw) == (jsonl.dumps(value) == raw), (v, raw)
+
+
+@settings(max_examples=600, deadline=None)
+@given(values)
+def test_dumps_writes_what_the_standard_library_writes(value):
+    # dumps takes orjson's bytes when no float may differ: they must be the renderer's.
+    assert jsonl.dumps(value) == jsonl._stdlib_dumps(value)
+
+
+def test_dumps_falls_back_for_what_orjson_refuses():
+    for value in ({"s": "lone \ud800 surrogate"}, {"big": 2**70}, {1: "int key"}, [{"a": (1, 2)}]):
+        assert jsonl.dumps(value) == jsonl._stdlib_dumps(value)
+    for f in (1e-05, 1e-07, 1e16, 5e-324, -0.0):
+        assert jsonl.dumps({"f": f}) == jsonl._stdlib_dumps({"f": f})
+    if orjson is not None:  # NaN: orjson writes null where the standard library refuses (see jsonl.dumps)
+        assert jsonl.dumps({"x": float("nan")}) == b'{"x":null}'
