@@ -74,7 +74,7 @@ def dumps(value: Any) -> bytes:
         else:
             if not _float_may_differ(out):
                 return out
-    return _encoder.encode(value).encode("utf-8", "surrogatepass")
+    return _stdlib_dumps(value)
 
 
 def _stdlib_dumps(value: Any) -> bytes:

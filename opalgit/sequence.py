@@ -400,9 +400,7 @@ def leaves(store: ObjectStore, root: Node | None) -> list[Node]:
                 raise CorruptObjectError(f"sequence node {n.oid.hex()[:12]} is a leaf above the leaf level")
             nxt.extend(kids)
         level = nxt
-    if len(store.derived) >= 64:
-        store.derived.clear()
-    store.derived[("leaves", root.oid)] = tuple(level)
+    store.remember("leaves", root.oid, tuple(level))
     return level
 
 
@@ -579,9 +577,7 @@ def append(store: ObjectStore, root: Node | None, items: Iterable[Item], packer:
         level = _group(store, kids[:-1] + level)  # (kids[0] starts a group of its level)
     new = _build_levels(store, (spine[0][:-1] + level) if spine else level)
     assert new is not None  # (the last leaf's records at least)
-    if len(store.derived) >= 64:
-        store.derived.clear()
-    store.derived[("appended", new.oid)] = (root.oid, tuple(new_leaves))
+    store.remember("appended", new.oid, (root.oid, tuple(new_leaves)))
     return new
 
 

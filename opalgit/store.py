@@ -143,6 +143,13 @@ class ObjectStore:
         # What callers work out from objects, which never change: (kind, id) -> answer.
         self.derived: dict[tuple[str, bytes], object] = {}
 
+    def remember(self, kind: str, oid: bytes, answer: object) -> None:
+        """Keep what was worked out from object ``oid`` (see :attr:`derived`): at most
+        64 answers, the memo being emptied when full."""
+        if len(self.derived) >= 64:
+            self.derived.clear()
+        self.derived[(kind, oid)] = answer
+
     # -- backend ------------------------------------------------------------------
 
     def _backend_read(self, oid: bytes) -> tuple[int, bytes] | None:

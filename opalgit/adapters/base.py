@@ -407,35 +407,37 @@ class LineIndex:
             self.end, self.lines = raw.line.end, raw.line.number
         offsets.append(self.end)
 
+    def per_line(self, values: list[Any], fill: Any) -> list[Any]:
+        """``values``, one per JSON line in order, spread over every line: ``fill`` at
+        the blank and opaque ones."""
+        it = iter(values)
+        return [next(it) if kind == LINE_JSON else fill for kind in self.kinds]
+
     def records(self, open_again: Callable[[], IO[bytes]], path: str, agent: str, first_line: int,
-                indices: Sequence[int] | None, make: Callable[[int, jsonl.Line, Any], Record]) -> Iterator[Record]:
+                indices: Sequence[int] | None, normal: Callable[[int, Any], Normal]) -> Iterator[Record]:
         """The second pass: the records at ``indices`` (ascending; None: all), read
-        again from ``open_again()`` (e.g. :func:`reopen`). ``make(i, line, value)`` makes
-        a JSON line's record (``i`` counts from ``first_line``); blank and opaque lines
-        are kept as their bytes. A line that is no longer what :meth:`scan` read raises
-        :class:`InputError`."""
-        kinds = self.kinds
+        again from ``open_again()`` (e.g. :func:`reopen`). A JSON line's record gets the
+        view ``normal(i, value)`` (``i`` counts from ``first_line``) and the line's
+        CRC-32; blank and opaque lines are kept as their bytes. A line that is no longer
+        what :meth:`scan` read raises :class:`InputError`."""
+        kinds, sums = self.kinds, self.sums
         if not kinds:
             return
         with open_again() as fh:
-            yield from self._records(fh, path, agent, first_line, range(len(kinds)) if indices is None else indices,
-                                     make)
-
-    def _records(self, fh: IO[bytes], path: str, agent: str, first_line: int, indices: Iterable[int],
-                 make: Callable[[int, jsonl.Line, Any], Record]) -> Iterator[Record]:
-        kinds = self.kinds
-        for line in reread_lines(fh, path, first_line, self.offsets, self.sums, indices):
-            i = line.number - first_line
-            if kinds[i] != LINE_JSON:
-                label = "blank" if kinds[i] == LINE_BLANK else "unparseable"
-                yield Record(Turn.from_line(agent, line.raw), Normal(role="meta", label=label), line.number)
-                continue
-            try:
-                value = jsonl.parse(line.raw)
-            except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
-                raise InputError("the session file changed while it was being read", path=path, line=line.number,
-                                 hint="run the command again; nothing was recorded") from None
-            yield make(i, line, value)
+            lines = reread_lines(fh, path, first_line, self.offsets, sums,
+                                 range(len(kinds)) if indices is None else indices)
+            for line in lines:
+                i = line.number - first_line
+                if kinds[i] != LINE_JSON:
+                    label = "blank" if kinds[i] == LINE_BLANK else "unparseable"
+                    yield Record(Turn.from_line(agent, line.raw), Normal(role="meta", label=label), line.number)
+                    continue
+                try:
+                    value = jsonl.parse(line.raw)
+                except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
+                    raise InputError("the session file changed while it was being read", path=path,
+                                     line=line.number, hint="run the command again; nothing was recorded") from None
+                yield Record(record_turn(agent, RawRecord(line, value, None)), normal(i, value), line.number, sums[i])
 
 
 def reopen(path: str) -> IO[bytes]:

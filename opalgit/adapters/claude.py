@@ -37,7 +37,6 @@ from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
-    RawRecord,
     ReadResult,
     Record,
     SessionFile,
@@ -47,7 +46,6 @@ from .base import (
     bare_reason,
     foreign_file,
     parse_time,
-    record_turn,
 )
 
 __all__ = [
@@ -711,18 +709,17 @@ class ClaudeAdapter(Adapter):
                 note = f"{path}: the file is shorter than what was already imported; it will be read again"
                 return ReadResult(info.session(), [], [], old, start, first_line - 1, [note], extends=False)
             index = LineIndex(start, first_line - 1)
-            facts: list[dict | None] = []  # per line, see _facts (None: not JSON)
+            facts: list[dict | None] = []  # per JSON line, then per line (see _facts; None: not JSON)
             judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
             names: dict[str, str] = {}
             for line, value in index.scan(fh, path, start, first_line, full,
                                           lambda n, problem: self._first_line_error(path, n, problem, fh)):
-                facts.extend([None] * (line.number - first_line - len(facts)))  # blank and opaque lines
                 if isinstance(value, dict):
                     info.feed(value)
                 facts.append(_facts(value, names))
                 if full and len(judged) < _SHAPE_LINES:
                     judged.append((line.number, _classify(value)))
-            facts.extend([None] * (len(index) - len(facts)))
+            facts = index.per_line(facts, None)
             partial = fh.seek(0, os.SEEK_END) > index.end
         if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
             raise InputError("the session file is empty", path=path,
@@ -752,14 +749,10 @@ class ClaudeAdapter(Adapter):
         del facts
         new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None},
                      "info": info.saved()}
-        sums = index.sums
-
-        def make(i: int, line: jsonl.Line, value: Any) -> Record:
-            return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number,
-                          sums[i])
 
         def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            return index.records(lambda: self._open(path), path, AGENT, first_line, indices, make)
+            return index.records(lambda: self._open(path), path, AGENT, first_line, indices,
+                                 lambda i, value: normalize_record(value))
 
         return ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
                           produce=produce, count=count)

@@ -39,7 +39,6 @@ from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
-    RawRecord,
     ReadResult,
     Record,
     SessionFile,
@@ -48,7 +47,6 @@ from .base import (
     foreign_file,
     parse_time,
     LineIndex,
-    record_turn,
     reopen,
 )
 
@@ -523,15 +521,10 @@ class CodexAdapter(Adapter):
         if full:
             self._check_shape(path, judged)
         session = info.session(path)
-        sums = index.sums
-
-        def make(i: int, line: jsonl.Line, value: Any) -> Record:
-            return Record(record_turn(AGENT, RawRecord(line, value, None)), normalize_record(value), line.number,
-                          sums[i])
 
         def produce(indices: Sequence[int] | None) -> Iterator[Record]:
             again = (lambda: io.BytesIO(data)) if data is not None else (lambda: reopen(path))
-            return index.records(again, path, AGENT, first_line, indices, make)
+            return index.records(again, path, AGENT, first_line, indices, lambda i, value: normalize_record(value))
 
         count = len(index)
         return ReadResult(

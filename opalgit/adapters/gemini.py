@@ -47,7 +47,6 @@ from .base import (
     Adapter,
     ExportRequest,
     ExportResult,
-    RawRecord,
     ReadResult,
     Record,
     SessionFile,
@@ -55,7 +54,6 @@ from .base import (
     bare_reason,
     foreign_file,
     LineIndex,
-    record_turn,
     reopen,
 )
 from .gemini_log import (
@@ -513,15 +511,14 @@ class GeminiAdapter(Adapter):
                     return self._read_document(path, *doc)
             info = _Info(None if full else old.get("info"))
             index = LineIndex(start, first_line - 1)
-            lights: list[Any] = []  # what the replay needs of each line: gemini_log.light, _SKIP
+            lights: list[Any] = []  # what the replay needs of each line (gemini_log.light; _SKIP: not JSON)
             judged: list[tuple[int, bool, str | None]] = []  # (line, Gemini's, other agent): first JSON lines
             for line, value in index.scan(fh, path, start, first_line, full, partial(_not_a_session, path)):
-                lights.extend([_SKIP] * (line.number - first_line - len(lights)))  # blank and opaque lines
                 lights.append(light(value))
                 info.feed(value)
                 if full and len(judged) < _SHAPE_LINES:
                     judged.append((line.number, _is_gemini(value), _other_agent(value)))
-            lights.extend([_SKIP] * (len(index) - len(lights)))
+            lights = index.per_line(lights, _SKIP)
             fh.seek(0, os.SEEK_END)
             if fh.tell() > index.end:
                 index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be "
@@ -570,15 +567,11 @@ class GeminiAdapter(Adapter):
         if not full and not extends:
             new_state = old  # the caller reads the whole file again
         del replay, lights
-        sums = index.sums
-
-        def make(i: int, line: jsonl.Line, value: Any) -> Record:
-            # i counts from this read's first line, as the replay's indices do.
-            return Record(record_turn(AGENT, RawRecord(line, value, None)), normal_at(i, value, credited), line.number,
-                          sums[i])
 
         def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            return index.records(partial(reopen, path), path, AGENT, first_line, indices, make)
+            # (i counts from this read's first line, as the replay's indices do)
+            return index.records(partial(reopen, path), path, AGENT, first_line, indices,
+                                 lambda i, value: normal_at(i, value, credited))
 
         return ReadResult(session=info.session(), views=views, state=new_state, end=index.end, lines=index.lines,
                           warnings=warnings, extends=extends, produce=produce, count=count, revised=revised)
