@@ -180,16 +180,23 @@ def _extends(values: list[Any], bloom: bytes, tail: str | None = None) -> tuple[
     return True, again
 
 
-def _tail(values: list[Any], credited: Mapping[int, list], base: int) -> list | None:
-    """``[id, record index, time]`` of the log's last message line if nothing after it
-    changes the log's messages and it is live, else None (see :func:`_extends`);
-    ``base`` is the index of ``values[0]`` among the file's records."""
+def _tail(values: list[Any], entries: list, base: int) -> list | None:
+    """``[id, record index, time]`` of the log's last message line when its message may
+    be re-appended and still extend the log (see :func:`_extends`), else None; ``base``
+    is the index of ``values[0]`` among the file's records, ``entries`` the replay's.
+
+    Nothing after that line may change the log's messages, and its message must be
+    the replay's last entry, credited to that line, having answered no call: then
+    the replay of the lines that follow starts from what a replay of the whole log
+    has before that message (its answered calls, in their order).
+    """
     for i in range(len(values) - 1, -1, -1):
         rec = values[i]
         kind = _kind(rec)
         if rec is _SKIP or kind == "other" or (kind in ("set", "header") and _entries(rec, kind) is None):
             continue  # metadata and opaque lines change no message
-        if kind != "message" or not any(e.key == rec["id"] for e in credited.get(i, ())):
+        last = entries[-1] if entries else None
+        if kind != "message" or last is None or (last.key, last.src, last.answers) != (rec["id"], i, 0):
             return None
         return [rec["id"], base + i, parse_time(rec.get("timestamp"))]
     return None
@@ -554,7 +561,7 @@ class GeminiAdapter(Adapter):
         if leaf is not None:
             new_state["leaf"] = leaf
         credited = credits(replay)
-        tail = _tail(lights, credited, first_line - 1)
+        tail = _tail(lights, replay.entries, first_line - 1)
         if tail is None and not full and not any(v is not _SKIP and _kind(v) not in ("other", "set") for v in lights):
             tail = last  # only metadata since: the last message is still the last
         if tail is not None:

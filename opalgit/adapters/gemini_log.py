@@ -273,6 +273,7 @@ class _Entry:
     src: int  # index (in the replayed values) of the credited record
     msg: dict
     dup: bool = False  # only already-answered functionResponses
+    answers: int = 0  # call ids it answered first (what it added to the replay's answered)
 
 
 @dataclass
@@ -346,6 +347,7 @@ def _replay(values: list[Any], answered: Iterable[str] = ()) -> _Replay:
         if line is not None and line != src:
             src, msg = line, values[line]  # a checkpoint restating a message keeps its line
         entry = _Entry(key, src, msg)
+        before = len(done)
         if msg.get("type") == "user":
             frs = _fr_ids(msg)
             if frs is not None:
@@ -358,6 +360,7 @@ def _replay(values: list[Any], answered: Iterable[str] = ()) -> _Replay:
                 if isinstance(tc, dict) and tc.get("result") is not None and _is_id(tc.get("id")) and tc["id"] not in seen:
                     seen.add(tc["id"])
                     done.append(tc["id"])
+        entry.answers = len(done) - before
         entries.append(entry)
     return _Replay(entries, meta, ids, done[-ANSWERED_TAIL:])
 

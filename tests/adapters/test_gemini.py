@@ -385,6 +385,15 @@ def test_incremental_append_and_replace(tmp_path):
         p.write_bytes(p.read_bytes()[:second.end])
     again = A.read(str(p), start=second.end, first_line=second.lines + 1, state=second.state)
     assert again.extends and again.records == []
+    # The last message read answered a call: re-appended, it would be judged against
+    # its own old answer (a duplicate result) where a whole replay judges it before
+    # it. So that re-append is read whole (found by test_property_round_trip_and_export).
+    q = write(tmp_path / "answered.jsonl", [header(), fr("m0", "c0")])
+    before = A.read(str(q))
+    with open(q, "ab") as fh:
+        fh.write(dump([fr("m0", "c0")]))
+    after = A.read(str(q), start=before.end, first_line=before.lines + 1, state=before.state)
+    assert not after.extends and [r.normal.role for r in A.read(str(q)).records] == ["meta", "meta", "tool"]
     # Extensions: a message new in these lines written twice (the first becomes
     # superseded), and the last message read re-appended first (its old line revised).
     for extra, revised in (([user("n1"), user("n1", "again")], {}),
