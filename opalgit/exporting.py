@@ -9,7 +9,6 @@ the branch track the new session so the next ``opal commit`` records its growth.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from . import adapters, checkpoints, redaction, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport, tail_digest
 from .budget import fit
 from .errors import ConflictError, UsageError
-from .fileio import replace_atomically
+from .fileio import create_temp, replace_atomically
 from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
 from .repo import Repository
 from .tokens import estimate
@@ -206,7 +205,7 @@ def write_files(result: ExportResult) -> None:
 def _write_new(path: str, data: bytes) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".opal-export-", dir=directory)
+    fd, tmp = create_temp(directory, ".opal-export-")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

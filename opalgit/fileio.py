@@ -8,8 +8,23 @@ never half of either, and a crash leaves at most a temporary file behind.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Sequence
+
+# Not tempfile.mkstemp: importing tempfile (with shutil, random, bz2 and lzma) costs
+# several milliseconds, a few per cent of a small commit's whole run.
+_TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def create_temp(directory: str, prefix: str, suffix: str = "") -> tuple[int, str]:
+    """A new file only this process opened (what ``tempfile.mkstemp`` does: a random
+    name, created exclusively, not following a link, mode 0600): its descriptor and path."""
+    for _ in range(100):
+        path = os.path.join(directory, prefix + os.urandom(6).hex() + suffix)
+        try:
+            return os.open(path, _TEMP_FLAGS, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {directory}")
 
 
 def fsync_dir(path: str) -> None:
@@ -42,7 +57,7 @@ def replace_atomically(
     the disk is not worth it)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    fd, tmp = create_temp(directory, "." + os.path.basename(path) + ".")
     try:
         with os.fdopen(fd, "wb") as fh:
             if isinstance(data, (bytes, bytearray, memoryview)):

@@ -17,11 +17,10 @@ import contextlib
 import hashlib
 import os
 import struct
-import tempfile
 import zlib
 from typing import Iterable
 
-from .fileio import fsync_dir
+from .fileio import create_temp, fsync_dir
 
 OBJ_COMMIT, OBJ_TREE, OBJ_BLOB, OBJ_TAG = 1, 2, 3, 4
 TYPE_NAMES = {OBJ_COMMIT: b"commit", OBJ_TREE: b"tree", OBJ_BLOB: b"blob", OBJ_TAG: b"tag"}
@@ -90,7 +89,7 @@ def write_loose(
     # Loose objects are few and small (trees, commits): git's default level.
     level = 0 if data[:4] in _ZSTD_MAGICS else zlib.Z_DEFAULT_COMPRESSION
     raw = zlib.compress(TYPE_NAMES[obj_type] + b" %d\x00" % len(data) + data, level)
-    fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+    fd, tmp = create_temp(folder, "tmp_obj_")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
@@ -122,7 +121,7 @@ def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count
     ``oid`` must be :func:`object_id` of the object (the caller computed it already).
     """
     os.makedirs(pack_dir, exist_ok=True)
-    fd, tmp_pack = tempfile.mkstemp(prefix="tmp_opal_", suffix=".pack", dir=pack_dir)
+    fd, tmp_pack = create_temp(pack_dir, "tmp_opal_", ".pack")
     entries: list[tuple[bytes, int, int]] = []  # (oid, crc32, offset)
     pack_hash = hashlib.sha1()
     try:
@@ -151,7 +150,7 @@ def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count
         final_pack = os.path.join(pack_dir, name + ".pack")
         final_idx = os.path.join(pack_dir, name + ".idx")
         idx_bytes = _index_bytes(entries, checksum)
-        fd2, tmp_idx = tempfile.mkstemp(prefix="tmp_opal_", suffix=".idx", dir=pack_dir)
+        fd2, tmp_idx = create_temp(pack_dir, "tmp_opal_", ".idx")
         try:
             with os.fdopen(fd2, "wb") as fh:
                 fh.write(idx_bytes)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import stat
 import time
 from typing import Iterable
@@ -227,12 +226,12 @@ class Vault:
         self._ensure_dir(create=True)
         header = (
             json.dumps(
-                {_MAGIC: _VERSION, "key": secrets.token_bytes(32).hex(), "created": int(time.time() * 1000)},
+                {_MAGIC: _VERSION, "key": os.urandom(32).hex(), "created": int(time.time() * 1000)},
                 separators=(",", ":"),
             ).encode("ascii")
             + b"\n"
         )
-        tmp = f"{self.path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        tmp = f"{self.path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _FILE_MODE)
         try:
             os.fchmod(fd, _FILE_MODE)  # whatever the umask

@@ -22,14 +22,18 @@ from opalgit import adapters
 from opalgit.cli import COMMAND_MODULES, LAZY_COMMANDS, cli
 from opalgit.errors import UsageError
 from tests.conftest import ROOT, opal
-from tests.core.test_porcelain import place
+from tests.core.test_porcelain import grow, place
 
 HEAVY = ("pygit2", "ssl", "importlib.metadata", "opalgit.porcelain", "opalgit.adapters", "opalgit.store")
 
 
-def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalgit", "pygit2", "ssl", "importlib.metadata")) -> tuple[int, list[str]]:
+def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalgit", "pygit2", "ssl", "importlib.metadata"),
+                 bare: bool = False) -> tuple[int, list[str]]:
     """Run ``opal ARGS`` in a fresh interpreter; its exit code and the modules it imported
-    (those the interpreter had not imported at start-up already)."""
+    (those the interpreter had not imported at start-up already). ``bare``: the
+    interpreter skips ``site`` (site-packages come in as plain paths), as one in a venv
+    of its own starts, so that what a machine's ``.pth`` files import at start-up does
+    not hide what opal imports."""
     code = textwrap.dedent(
         f"""
         import sys
@@ -42,9 +46,15 @@ def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalg
         """
     )
     full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
+    paths = [ROOT, full_env.get("PYTHONPATH", "")]
+    if bare:
+        import site
+
+        paths += [*site.getsitepackages(), site.getusersitepackages()]
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     full_env.update(env or {})
-    r = subprocess.run([sys.executable, "-c", code], cwd=str(cwd), env=full_env, capture_output=True, text=True)
+    argv = [sys.executable, *(["-S"] if bare else []), "-c", code]
+    r = subprocess.run(argv, cwd=str(cwd), env=full_env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rc, mods = json.loads(r.stdout.splitlines()[-1])
     return rc, mods
@@ -90,6 +100,18 @@ def test_a_noop_commit_imports_no_other_command_module_nor_package_metadata(reco
     assert "opalgit.porcelain" in mods  # it did run
     for m in ("importlib.metadata", "opalgit.remote", "opalgit.hooks", "opalgit.links", *COMMAND_MODULES):
         assert m not in mods, m
+
+
+def test_a_small_commit_imports_no_stdlib_module_it_does_not_need(recorded, home):
+    # Each of these costs a few milliseconds of every commit's start-up (tempfile
+    # brings shutil, random, bz2 and lzma), a few per cent of a ten-turn commit.
+    project, env = recorded
+    grow(place(home, project, lines=30), start=30, end=60)
+    rc, mods = loaded_after(["commit"], project, env, prefixes=("opalgit", "tempfile", "shutil", "secrets", "random",
+                                                                "calendar", "bz2", "lzma"), bare=True)
+    assert rc == 0
+    assert "opalgit.porcelain" in mods and "opalgit.redact" in mods  # it redacted and stored the new turns
+    assert [m for m in mods if not m.startswith("opalgit")] == []
 
 
 def test_the_post_commit_hook_does_not_import_remotes(recorded):

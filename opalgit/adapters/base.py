@@ -9,7 +9,6 @@ group; the built-in ones are registered the same way.
 
 from __future__ import annotations
 
-import calendar
 import datetime
 import hashlib
 import os
@@ -286,6 +285,8 @@ def _rfc3339(value: str) -> int | None:
     frac = (m.group(7) or "0")[:3].ljust(3, "0")
     if not (1 <= mon <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
         return None
+    import calendar  # the slow path only: the usual stamps never get here
+
     try:
         secs = calendar.timegm((year, mon, day, hh, mm, ss, 0, 0, 0))
     except (ValueError, OverflowError):
