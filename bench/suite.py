@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import generate as gen
-from .util import OPAL, ROOT, Proc, Row, hermetic_env, machine, markdown, median, objects_bytes, run, table
+from .util import ROOT, Proc, Row, hermetic_env, isolated_python, machine, markdown, median, objects_bytes, run, table
 
 MB = 1 << 20
 BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers")
@@ -113,11 +113,13 @@ class Bench:
         for scratch in ("incremental", "grow", "forks", "read", "storage", "warmup", "peers-home", "home"):
             shutil.rmtree(os.path.join(workdir, scratch), ignore_errors=True)
         self.env = hermetic_env(self.home)
+        # Kept across runs, like the generated sessions (the venv holds no copy of opal).
+        self.python, self.python_note = isolated_python(os.path.join(workdir, "python"))
 
     # ----------------------------------------------------------------- helpers
 
     def opal(self, *args: str, cwd: str, env: dict | None = None) -> Proc:
-        return run(OPAL + list(args), cwd=cwd, env=env or self.env)
+        return run([self.python, "-m", "opalgit", *args], cwd=cwd, env=env or self.env)
 
     def git(self, *args: str, cwd: str) -> Proc:
         return run(["git", *args], cwd=cwd, env=self.env)
@@ -172,7 +174,7 @@ class Bench:
 
     def warm_up(self) -> None:
         """Compile and cache every module the timed commands load (nothing here is timed)."""
-        run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "opalgit")], env=self.env)
+        run([self.python, "-m", "compileall", "-q", os.path.join(ROOT, "opalgit")], env=self.env)
         path = self.path("warmup", gen.default_name("claude", gen.session_id_for("claude", 99)))
         gen.generate("claude", path, size=64 * 1024, seed=99)
         repo = self.fresh_repo("warmup")
@@ -182,7 +184,7 @@ class Bench:
             self.opal(*args, cwd=repo)
         for agent in ("claude", "codex", "gemini"):
             self.opal("export", "--to", agent, "--json", "--dry-run", cwd=repo)
-        run([sys.executable, "-c", ORJSON_PARSE, path], env=self.env)
+        run([self.python, "-c", ORJSON_PARSE, path], env=self.env)
         shutil.rmtree(repo)
 
     # ------------------------------------------------------------------ 1 import
@@ -207,7 +209,7 @@ class Bench:
                 walls.append(p.wall)
                 cpus.append(p.cpu)
                 rss.append(p.maxrss)
-                b = run([sys.executable, "-c", ORJSON_PARSE, st.path], env=self.env).check()
+                b = run([self.python, "-c", ORJSON_PARSE, st.path], env=self.env).check()
                 bw.append(b.wall)
                 bc.append(b.cpu)
             res = json.loads(p.out)
@@ -250,7 +252,7 @@ class Bench:
                 self.row(Row(f"import.{agent}", f"opal commit --file, {agent} session", status="error", note=failed))
                 continue
             res = json.loads(p.out)
-            bw = [run([sys.executable, "-c", ORJSON_PARSE, st.path], env=self.env).check().wall for _ in range(cfg.runs)]
+            bw = [run([self.python, "-c", ORJSON_PARSE, st.path], env=self.env).check().wall for _ in range(cfg.runs)]
             self.row(Row(f"import.{agent}", f"opal commit --file, {size_label(st.bytes)} {agent} session", median(walls),
                          "s", median(bw), "orjson line by line",
                          note=f"{res['turns']} turns, {res['records']} records; cpu {median(cpus):.2f} s",
@@ -308,8 +310,9 @@ class Bench:
                      extra={"floor_wall": [p.wall for p in floor]}))
         # The other agents' formats, one run each (informative: the target is stated for
         # Claude). A Gemini CLI log re-appends a message under its id when its tool
-        # results arrive, which its adapter reads as a rewrite, not an extension: the
-        # commit reads the whole log again, and this row shows what that costs.
+        # results arrive; the adapter reads that as an extension that revises the last
+        # record (docs/adapters.md), and this row shows the commit still follows the
+        # new turns.
         for agent in ("codex", "gemini"):
             st = self.session(agent, turns=n + k, seed=2, marks=(n,))
             cut = st.marks[n]
@@ -589,7 +592,7 @@ class Bench:
             simulated = "opal hooks does not exist yet: simulated with a post-commit script running 'python -m opalgit commit'"
             hook = os.path.join(hooked, ".git", "hooks", "post-commit")
             with open(hook, "w") as fh:
-                fh.write(f"#!/bin/sh\n{sys.executable} -m opalgit commit >/dev/null 2>&1 || true\n")
+                fh.write(f"#!/bin/sh\n{self.python} -m opalgit commit >/dev/null 2>&1 || true\n")
             os.chmod(hook, 0o755)
         first = self.git("commit", "-q", "--allow-empty", "-m", "records the session", cwd=hooked).check()
         log = self.opal("log", "-n", "1", "--json", cwd=hooked)
@@ -872,6 +875,8 @@ def main(argv: list[str] | None = None) -> int:
     mach = machine()
     print("machine: " + ", ".join(f"{k}={v}" for k, v in mach.items()), file=sys.stderr, flush=True)
     b = Bench(cfg, workdir)
+    mach["interpreter"] = b.python_note
+    print(f"interpreter: {b.python_note}", file=sys.stderr, flush=True)
     try:
         b.run()
     finally:
@@ -884,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Machine: " + f"{mach['cpu']}, {mach['cores']} cores, {mach['ram_gib']} GiB; Python {mach['python']}, "
           f"pygit2 {mach['pygit2']} (libgit2 {mach['libgit2']}), zstandard {mach['zstandard']} "
           f"(libzstd {mach['libzstd']}), orjson {mach['orjson']}, {mach['git']}, {mach['zstd_binary']}; "
-          f"opal at {mach['opal_commit']}; load average {mach['load_avg_start'][0]:.2f} -> {mach['load_avg_end'][0]:.2f}")
+          f"opal at {mach['opal_commit']}, run by {mach['interpreter']}; load average {mach['load_avg_start'][0]:.2f} -> {mach['load_avg_end'][0]:.2f}")
     print(f"Config: sizes {[size_label(s) for s in cfg.sizes]}, runs {cfg.runs}{' (quick)' if cfg.quick else ''}; "
           f"elapsed {elapsed:.0f} s")
     print(table(rows))

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPAL = [sys.executable, "-m", "opalgit"]
 
 
 @dataclass
@@ -53,6 +52,43 @@ def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] |
         err.seek(0)
         return Proc(list(argv), p.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024,
                     out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
+
+
+def isolated_python(folder: str) -> tuple[str, str]:
+    """An interpreter that starts as an installed opal does, and a note saying which.
+
+    A user's opal lives in a virtual environment (the README's ``python3 -m venv`` and
+    ``pip install .``, or pipx): its start-up processes that environment's
+    site-packages only. The interpreter that runs the bench may process more: on the
+    development machines the base interpreter's ``.pth`` files import ``certifi`` and
+    an editable-install finder at every start, 40 ms before ``main`` on a quiet host,
+    in every timed process, figure and baseline alike. So the bench makes a venv (no
+    pip, created in a few ms) whose one ``.pth`` puts this working tree and the
+    folders that hold opal's dependencies on ``sys.path`` as plain paths, so their own
+    ``.pth`` files are not run. Every timed Python process (opal, the orjson parse,
+    the hooks opal installs) uses it. Falls back to ``sys.executable`` if no venv can
+    be made.
+    """
+    import site
+    import venv
+
+    python = os.path.join(folder, "bin", "python")
+    try:
+        if not os.path.exists(python):
+            venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+        dirs = [ROOT]
+        for d in [*site.getsitepackages(), site.getusersitepackages()]:
+            if os.path.isdir(d) and d not in dirs:
+                dirs.append(d)
+        out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        with open(os.path.join(out, "opal-bench.pth"), "w") as fh:
+            fh.write("\n".join(dirs) + "\n")
+        subprocess.run([python, "-c", "import opalgit, pygit2, click, msgpack, zstandard, orjson"],
+                       capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return sys.executable, f"{sys.executable} (no venv: {exc})"
+    return python, f"a venv of {sys.executable}; site-packages as plain paths"
 
 
 def median(xs: Sequence[float]) -> float:
