@@ -15,10 +15,10 @@ writes from its normalized view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .adapters.base import ExportTurn, LossReport
 from .model import Normal, Turn, block_chars
+from .structs import dataclass
 from .tokens import estimate
 
 STUB = "[opal: tool output of {chars} characters left out to fit the token budget]"

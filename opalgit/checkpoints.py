@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 
 from .adapters.base import begins_with
 from .fileio import keep_newest, replace_atomically
+from .structs import dataclass
 
 #: Checkpoints kept (the newest by time); an older one is rarely resumed.
 KEEP = 64

@@ -8,7 +8,6 @@ the estimated tokens it saved.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from . import adapters, codec, oplog, sequence
 from .errors import NothingToDoError, RevisionError, UsageError
@@ -28,6 +27,7 @@ from .porcelain import (
 from .refs import branch_ref
 from .repo import Repository
 from .sequence import Item
+from .structs import dataclass, field
 from .tokens import estimate
 
 EXCERPT_MARK = "[opal: {cut} characters of this tool output were trimmed; {kept} kept]"

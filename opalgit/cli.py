@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import click
@@ -17,6 +16,7 @@ import click
 from . import __version__
 from .errors import NothingToDoError, OpalError
 from .repo import Repository
+from .structs import dataclass
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

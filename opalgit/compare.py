@@ -8,7 +8,6 @@ cost only their differing leaves.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from . import sequence
@@ -25,6 +24,7 @@ from .porcelain import (
 )
 from .repo import Repository
 from .sequence import Item
+from .structs import dataclass, field
 from .tokens import estimate
 
 

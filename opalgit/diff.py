@@ -9,8 +9,9 @@ so two long branches that share almost everything align only their differing par
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import Sequence
+
+from .structs import dataclass
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Mapping
 
 from . import adapters, checkpoints, redaction, sequence
@@ -21,6 +20,7 @@ from .errors import ConflictError, UsageError
 from .fileio import create_temp, replace_atomically
 from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
 from .repo import Repository
+from .structs import dataclass
 from .tokens import estimate
 
 

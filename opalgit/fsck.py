@@ -10,7 +10,6 @@ decodes and names commits that exist. Shared subtrees are checked once.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 
 from . import codec, oplog, payloads, sequence
 from .errors import OpalError
@@ -18,6 +17,7 @@ from .model import StateHeader, Turn
 from .states import PACKS_TREE, STATE_BLOB, TURNS_TREE
 from .refs import BRANCH_PREFIX, NAMESPACE, OPLOG_REF
 from .repo import Repository
+from .structs import dataclass, field
 
 
 @dataclass

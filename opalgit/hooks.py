@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from . import links, porcelain
@@ -38,6 +37,7 @@ from .errors import NothingToDoError, OpalError, SessionNotFoundError, UsageErro
 from .fileio import replace_atomically
 from .refs import check_branch_name
 from .repo import Repository
+from .structs import dataclass
 
 HOOKS = ("post-commit", "post-rewrite", "pre-push")
 CHAINED_SUFFIX = ".opal-chained"

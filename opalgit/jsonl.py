@@ -10,10 +10,10 @@ the exact bytes instead, so a round trip is byte-identical either way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
 from .errors import InputError
+from .structs import dataclass
 
 try:  # a C parser several times faster than the standard library's; optional
     import orjson as _orjson

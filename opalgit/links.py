@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass
 from typing import Iterable
 
 from . import oplog
 from .errors import CorruptObjectError, NothingToDoError, RevisionError
 from .refs import NAMESPACE
 from .repo import Repository
+from .structs import dataclass
 
 LINK_PREFIX = NAMESPACE + "links/"
 REMOTE_LINK_PREFIX = NAMESPACE + "remote-links/"

@@ -15,10 +15,10 @@ The result is documented and deterministic:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from .diff import align
+from .structs import dataclass, field
 
 CHOICES = ("ours", "theirs", "both", "base")
 

@@ -11,7 +11,6 @@ or forget it. Conflicts are values (:class:`opalgit.merge.Conflict`), never exce
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import pygit2
 
@@ -33,6 +32,7 @@ from .porcelain import (
 from .refs import branch_ref
 from .repo import Repository
 from .sequence import Item
+from .structs import dataclass, field
 
 MERGE_FILE = "MERGE"
 

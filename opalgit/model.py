@@ -18,12 +18,12 @@ version never changes an id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from . import codec
 from .codec import PayloadRef
 from .errors import CorruptObjectError
+from .structs import dataclass, field
 
 #: Roles of the normalized model. ``meta`` records (bookkeeping, attachments,
 #: progress, sidechains) are kept and written back, but are not counted as turns

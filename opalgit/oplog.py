@@ -15,13 +15,13 @@ undone too.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from . import codec
 from .errors import ConflictError, CorruptObjectError, NothingToDoError
 from .refs import OPLOG_REF, Change
 from .repo import Repository
+from .structs import dataclass, field
 
 OP_BLOB = "op"
 

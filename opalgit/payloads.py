@@ -36,12 +36,12 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Mapping
 
 from . import codec
 from .errors import CorruptObjectError
 from .store import ObjectStore
+from .structs import dataclass
 
 MAGIC_PACK = b"OPK1"
 PACK_BLOB = "pack"

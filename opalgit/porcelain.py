@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
@@ -28,6 +27,7 @@ from .refs import branch_ref, check_branch_name
 from .repo import Repository
 from .sequence import Item
 from .store import CommitData
+from .structs import dataclass, field
 
 if TYPE_CHECKING:
     from .redact import Redactor

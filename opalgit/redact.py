@@ -38,7 +38,6 @@ import hashlib
 import hmac
 import re
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, Mapping, Union
 
@@ -56,6 +55,7 @@ from .secretrules import (
     pair_kind,
     shannon_entropy,
 )
+from .structs import dataclass, field
 
 __all__ = [
     "PLACEHOLDER_RE",

@@ -18,7 +18,6 @@ originals in the local :mod:`opalgit.vault`. The flow:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Iterable
 
 from . import payloads, sequence
@@ -27,6 +26,7 @@ from .model import Turn
 from .redact import Finding, Redactor, Rules, placeholders_in_value, restore_bytes, restore_value
 from .repo import Repository
 from .states import STATE_BLOB, load_state
+from .structs import dataclass, field
 from .vault import Vault, default_path
 
 RULES_FILE = "secrets.toml"

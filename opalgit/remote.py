@@ -28,7 +28,6 @@ import os
 import re
 import secrets
 import subprocess
-from dataclasses import dataclass, field
 from typing import Mapping
 
 import pygit2
@@ -38,6 +37,7 @@ from .errors import ConflictError, OpalError, RevisionError, UsageError
 from .links import LINK_PREFIX, REMOTE_LINK_PREFIX, link_ref, local_links, remote_link_ref
 from .refs import BRANCH_PREFIX, NAMESPACE, branch_ref, check_branch_name, REMOTE_PREFIX
 from .repo import Repository
+from .structs import dataclass, field
 
 TRACK_PREFIX = REMOTE_PREFIX
 STAGING_PREFIX = NAMESPACE + "fetching/"

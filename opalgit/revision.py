@@ -12,9 +12,9 @@ number counts from the end: ``HEAD:-1`` is the last turn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from .errors import RevisionError
+from .structs import dataclass
 
 _STEP = re.compile(r"([~^])(\d*)")
 

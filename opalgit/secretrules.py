@@ -22,9 +22,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Union
+
+from .structs import dataclass
 
 __all__ = [
     "BUILTIN_NAMES",

@@ -40,7 +40,6 @@ the in-memory twin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from . import codec, packfile, payloads
@@ -48,6 +47,7 @@ from .errors import CorruptObjectError
 from .packfile import OBJ_BLOB, OBJ_TREE
 from .payloads import Location, Packer
 from .store import ObjectStore, TreeEntry
+from .structs import dataclass, field
 
 # 16 rather than 32: a fork or an append rewrites one leaf around its cut, so smaller
 # leaves make forks cheaper (10 forks of 10 turns: worst 1.26 % -> 1.08 % of one

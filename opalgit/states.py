@@ -5,7 +5,6 @@ module builds on these helpers (``porcelain`` re-exports them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 from . import adapters, codec, oplog, payloads, sequence
@@ -15,6 +14,7 @@ from .refs import OPLOG_REF, REMOTE_PREFIX, branch_ref
 from .repo import Repository
 from .sequence import Item, Node
 from .store import CommitData
+from .structs import dataclass
 
 STATE_BLOB = "opal"
 TURNS_TREE = "turns"

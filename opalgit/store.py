@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import odb, packfile
 from .errors import CorruptObjectError, OpalError
 from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
+from .structs import dataclass
 
 if TYPE_CHECKING:
     import pygit2

@@ -15,12 +15,12 @@ import os
 import re
 import zlib
 from array import array
-from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .. import jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
+from ..structs import dataclass, field
 
 #: How much of a file before the import cursor is hashed to prove it is unchanged.
 TAIL_WINDOW = 64 * 1024

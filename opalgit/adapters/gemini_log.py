@@ -37,11 +37,11 @@ values in, normals out; no files, no environment, no printing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .. import jsonl
 from ..model import Normal, Turn
+from ..structs import dataclass
 from .base import parse_time
 
 __all__ = ["message_normal", "normalize_record", "parse_time"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
 from typing import Any
+
+from ..structs import dataclass, field
 
 # Shared actions and their canonical arguments:
 #   shell  {command, workdir?}          read  {path, offset?, limit?}
