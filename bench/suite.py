@@ -114,12 +114,12 @@ class Bench:
             shutil.rmtree(os.path.join(workdir, scratch), ignore_errors=True)
         self.env = hermetic_env(self.home)
         # Kept across runs, like the generated sessions (the venv holds no copy of opal).
-        self.python, self.python_note = isolated_python(os.path.join(workdir, "python"))
+        self.python, self.opal_cmd, self.python_note = isolated_python(os.path.join(workdir, "python"))
 
     # ----------------------------------------------------------------- helpers
 
     def opal(self, *args: str, cwd: str, env: dict | None = None) -> Proc:
-        return run([self.python, "-m", "opalgit", *args], cwd=cwd, env=env or self.env)
+        return run([*self.opal_cmd, *args], cwd=cwd, env=env or self.env)
 
     def git(self, *args: str, cwd: str) -> Proc:
         return run(["git", *args], cwd=cwd, env=self.env)

@@ -54,8 +54,21 @@ def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] |
                     out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
 
 
-def isolated_python(folder: str) -> tuple[str, str]:
-    """An interpreter that starts as an installed opal does, and a note saying which.
+# What pip (distlib) writes for a console script: the ``opal`` a user runs.
+_CONSOLE_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from opalgit.cli import run
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(run())
+"""
+
+
+def isolated_python(folder: str) -> tuple[str, list[str], str]:
+    """An interpreter that starts as an installed opal does, the ``opal`` command in
+    it, and a note saying which.
 
     A user's opal lives in a virtual environment (the README's ``python3 -m venv`` and
     ``pip install .``, or pipx): its start-up processes that environment's
@@ -66,8 +79,9 @@ def isolated_python(folder: str) -> tuple[str, str]:
     pip, created in a few ms) whose one ``.pth`` puts this working tree and the
     folders that hold opal's dependencies on ``sys.path`` as plain paths, so their own
     ``.pth`` files are not run. Every timed Python process (opal, the orjson parse,
-    the hooks opal installs) uses it. Falls back to ``sys.executable`` if no venv can
-    be made.
+    the hooks opal installs) uses it, and ``opal`` is the console script pip would
+    write there (``python -m opalgit`` also loads ``runpy``, a few ms). Falls back to
+    ``sys.executable -m opalgit`` if no venv can be made.
     """
     import site
     import venv
@@ -84,11 +98,16 @@ def isolated_python(folder: str) -> tuple[str, str]:
                              capture_output=True, text=True, timeout=60, check=True).stdout.strip()
         with open(os.path.join(out, "opal-bench.pth"), "w") as fh:
             fh.write("\n".join(dirs) + "\n")
+        opal = os.path.join(folder, "bin", "opal")
+        with open(opal, "w") as fh:
+            fh.write(_CONSOLE_SCRIPT.format(python=python))
+        os.chmod(opal, 0o755)
         subprocess.run([python, "-c", "import opalgit, pygit2, click, msgpack, zstandard, orjson"],
                        capture_output=True, timeout=60, check=True)
+        subprocess.run([opal, "--version"], capture_output=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
-        return sys.executable, f"{sys.executable} (no venv: {exc})"
-    return python, f"a venv of {sys.executable}; site-packages as plain paths"
+        return sys.executable, [sys.executable, "-m", "opalgit"], f"{sys.executable} -m opalgit (no venv: {exc})"
+    return python, [opal], f"the opal console script in a venv of {sys.executable}; site-packages as plain paths"
 
 
 def median(xs: Sequence[float]) -> float:
