@@ -279,20 +279,13 @@ class Bench:
         fulls, incs, fcpu, icpu = [], [], [], []
         info: dict = {}
         for i in range(cfg.runs):
-            repo = self.fresh_repo("incremental")
-            live = self.path("incremental", f"run{i}", os.path.basename(st.path))
-            _copy_range(st.path, live, 0, cut)
-            p = self.opal("commit", "--file", live, "--json", cwd=repo).check()
+            p, q = self._import_then_grow(st, cut, "incremental", f"run{i}")
             fulls.append(p.wall)
             fcpu.append(p.cpu)
             full_res = json.loads(p.out)
-            _copy_range(st.path, live, cut, st.bytes, append=True)
-            q = self.opal("commit", "--file", live, "--json", cwd=repo).check()
             incs.append(q.wall)
             icpu.append(q.cpu)
             info = json.loads(q.out)
-            shutil.rmtree(repo)
-            shutil.rmtree(os.path.dirname(live))
         # The same figure without process start-up (measured here, in the same run):
         # what the commit's own work costs, which is what follows the new turns.
         floor = [self.opal("--version", cwd=self.path("incremental")).check() for _ in range(cfg.floor_runs)]
@@ -316,20 +309,26 @@ class Bench:
         for agent in ("codex", "gemini"):
             st = self.session(agent, turns=n + k, seed=2, marks=(n,))
             cut = st.marks[n]
-            repo = self.fresh_repo(f"incremental-{agent}")
-            live = self.path(f"incremental-{agent}", os.path.basename(st.path))
-            _copy_range(st.path, live, 0, cut)
-            p = self.opal("commit", "--file", live, "--json", cwd=repo).check()
-            _copy_range(st.path, live, cut, st.bytes, append=True)
-            q = self.opal("commit", "--file", live, "--json", cwd=repo).check()
+            p, q = self._import_then_grow(st, cut, f"incremental-{agent}")
             info = json.loads(q.out)
             self.row(Row(f"incremental.{agent}", f"opal commit after {k} new turns on a {n:,}-turn {agent} session",
                          q.wall, "s", p.wall, "full import of it",
                          note=f"{cut / MB:.0f} MB + {info.get('new_turns')} new turns; "
                               f"incremental={info.get('incremental')}; one run",
                          extra={"incremental": info.get("incremental"), "new_turns": info.get("new_turns")}))
-            shutil.rmtree(repo)
-            shutil.rmtree(os.path.dirname(live))
+
+    def _import_then_grow(self, st: gen.Stats, cut: int, name: str, run_name: str = "") -> tuple[Proc, Proc]:
+        """``opal commit`` of ``st``'s session up to byte ``cut`` in a fresh repository,
+        then again once the rest is appended: the full import and the incremental commit."""
+        repo = self.fresh_repo(name)
+        live = self.path(name, run_name, os.path.basename(st.path))
+        _copy_range(st.path, live, 0, cut)
+        p = self.opal("commit", "--file", live, "--json", cwd=repo).check()
+        _copy_range(st.path, live, cut, st.bytes, append=True)
+        q = self.opal("commit", "--file", live, "--json", cwd=repo).check()
+        shutil.rmtree(repo)
+        shutil.rmtree(os.path.dirname(live))
+        return p, q
 
     # ------------------------------------------------------------------ 3 storage
 
@@ -544,24 +543,17 @@ class Bench:
 
     def bench_memory(self) -> None:
         size = self.cfg.memory_size
-        st = self.session("claude", size=size)
-        repo = self.fresh_repo("memory")
-        p = self.opal("commit", "--file", st.path, "--json", cwd=repo).check()
-        res = json.loads(p.out)
-        self.row(Row("memory", f"peak RSS of opal commit --file, {size_label(st.bytes)} session", p.maxrss, "B",
-                     st.bytes, "file size", target=0.5,
-                     note=f"import took {p.wall:.1f} s (cpu {p.cpu:.1f} s), {res['turns']} turns",
-                     extra={"wall": p.wall, "cpu": p.cpu, "turns": res["turns"]}))
-        shutil.rmtree(repo)
-        # The same for the other agents' formats (informative: the target is stated for
-        # the Claude session, but every adapter reads in two passes).
-        for agent in ("codex", "gemini"):
+        # The target is stated for the Claude session; the other agents' formats are
+        # informative rows (every adapter reads in two passes).
+        for agent in ("claude", "codex", "gemini"):
             st = self.session(agent, size=size)
-            repo = self.fresh_repo(f"memory-{agent}")
+            claude = agent == "claude"
+            repo = self.fresh_repo("memory" if claude else f"memory-{agent}")
             p = self.opal("commit", "--file", st.path, "--json", cwd=repo).check()
             res = json.loads(p.out)
-            self.row(Row(f"memory.{agent}", f"peak RSS of opal commit --file, {size_label(st.bytes)} {agent} session",
-                         p.maxrss, "B", st.bytes, "file size",
+            label = size_label(st.bytes) if claude else f"{size_label(st.bytes)} {agent}"
+            self.row(Row("memory" if claude else f"memory.{agent}", f"peak RSS of opal commit --file, {label} session",
+                         p.maxrss, "B", st.bytes, "file size", target=0.5 if claude else None,
                          note=f"import took {p.wall:.1f} s (cpu {p.cpu:.1f} s), {res['turns']} turns",
                          extra={"wall": p.wall, "cpu": p.cpu, "turns": res["turns"]}))
             shutil.rmtree(repo)
