@@ -28,7 +28,7 @@ import time
 from typing import Iterable
 
 from .errors import OpalError
-from .fileio import fsync_dir, write_all
+from .fileio import create_temp, fsync_dir, write_all
 from .redact import Finding, is_placeholder
 
 __all__ = ["Vault", "VaultError", "default_path"]
@@ -231,8 +231,7 @@ class Vault:
             ).encode("ascii")
             + b"\n"
         )
-        tmp = f"{self.path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _FILE_MODE)
+        fd, tmp = create_temp(os.path.dirname(os.path.abspath(self.path)), os.path.basename(self.path) + ".", ".tmp")
         try:
             os.fchmod(fd, _FILE_MODE)  # whatever the umask
             write_all(fd, header)

@@ -337,6 +337,11 @@ def opaque_warning(path: str, line: int, problem: str) -> str:
     return f"{path}:{line}: not JSON ({bare_reason(problem)}); kept as an opaque record"
 
 
+def _changed_meanwhile(path: str, line: int) -> InputError:
+    return InputError("the session file changed while it was being read", path=path, line=line,
+                      hint="run the command again; nothing was recorded")
+
+
 def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[int], sums: Sequence[int],
                  indices: Iterable[int]) -> Iterator[jsonl.Line]:
     """The second pass of a two-pass read: the lines at ``indices`` (ascending) of a
@@ -352,8 +357,7 @@ def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[in
         pos = stop
         raw = data[:-1]
         if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
-            raise InputError("the session file changed while it was being read", path=path, line=first_line + i,
-                             hint="run the command again; nothing was recorded")
+            raise _changed_meanwhile(path, first_line + i)
         yield jsonl.Line(first_line + i, begin, stop, raw, True)
 
 
@@ -436,8 +440,7 @@ class LineIndex:
                 try:
                     value = jsonl.parse(line.raw)
                 except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
-                    raise InputError("the session file changed while it was being read", path=path,
-                                     line=line.number, hint="run the command again; nothing was recorded") from None
+                    raise _changed_meanwhile(path, line.number) from None
                 yield Record(record_turn(agent, RawRecord(line, value, None)), normal(i, value), line.number, sums[i])
 
 

@@ -161,8 +161,7 @@ def _extends(values: list[Any], bloom: bytes, tail: str | None = None) -> tuple[
     Gemini CLI re-appends a message under its id when its tool calls and results
     arrive, right after writing it. When that message is the last one read (``tail``,
     see :func:`_tail`) and comes back before any other message, replaying the new
-    lines alone gives
-    what replaying the whole log gives: the old line is superseded and nothing read
+    lines alone gives what replaying the whole log gives: the old line is superseded and nothing read
     since depends on it. Any other replacement needs the whole log replayed.
     """
     fresh: set[str] = set()

@@ -422,18 +422,19 @@ def light(rec: Any) -> Any:
     if kind == "set":
         if not isinstance(rec["$set"], dict):
             return {"$set": []}
-        out = {k: v for k, v in rec["$set"].items() if k != "messages"}
-        msgs = _entries(rec, kind)
-        if msgs is not None:
-            out["messages"] = [_light_message(m) if _kind(m) == "message" else None for m in msgs]
-        return {"$set": out}
+        return {"$set": _light_body(rec["$set"], _entries(rec, kind))}
     if kind == "header":
-        out = {k: v for k, v in rec.items() if k != "messages"}
-        msgs = _entries(rec, kind)
-        if msgs is not None:
-            out["messages"] = [_light_message(m) if _kind(m) == "message" else None for m in msgs]
-        return out
+        return _light_body(rec, _entries(rec, kind))
     return None  # another record: the replay skips it
+
+
+def _light_body(body: Mapping[str, Any], msgs: list | None) -> dict:
+    """A checkpoint's ``$set`` or a header as :func:`light` keeps it: every field but
+    the messages as it is, the messages (``msgs``, when it has them) light."""
+    out = {k: v for k, v in body.items() if k != "messages"}
+    if msgs is not None:
+        out["messages"] = [_light_message(m) if _kind(m) == "message" else None for m in msgs]
+    return out
 
 
 def _light_message(msg: Mapping[str, Any]) -> dict:
