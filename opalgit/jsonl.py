@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import IO, Any, Iterator
 
+import msgpack as _msgpack
+
 from .errors import InputError
 from .structs import dataclass
 
@@ -28,11 +30,23 @@ except ImportError:  # pragma: no cover
 # the two render differently shows "e-" or "0.0000" in orjson's rendering, and a line
 # that is orjson's rendering with neither inside a number renders the same through
 # the standard library. tests/core/test_jsonl_exact.py sweeps floats of every
-# magnitude to keep this true for the installed orjson. (Two substring searches:
-# a regex over every line cost more than the stdlib check it saves.)
+# magnitude to keep this true for the installed orjson.
 _FLOAT_MARKERS = (b"e-", b"0.0000")
 _NUMBER_BYTES = frozenset(b"0123456789.-+eE")
 _TOKEN_START = frozenset(b":,[")
+# msgpack writes every Python float as the byte 0xcb followed by its eight bytes, so a
+# value whose msgpack holds no 0xcb byte holds no float at all. Packing a record and
+# one memchr cost a fifth of searching its JSON for the two markers, which are
+# common in prose ("e-" in "re-run"), and most records hold no float.
+_FLOAT64 = b"\xcb"
+
+
+def _holds_float(value: Any) -> bool:
+    """False only when ``value`` holds no float (True: it may)."""
+    try:
+        return _FLOAT64 in _msgpack.packb(value)
+    except (TypeError, ValueError, OverflowError):  # not msgpack's to carry: assume it may
+        return True
 
 
 def _float_may_differ(raw: bytes) -> bool:
@@ -50,6 +64,11 @@ def _float_may_differ(raw: bytes) -> bool:
     return False
 
 
+def _renders_alike(value: Any, raw: bytes) -> bool:
+    """Whether ``raw``, orjson's rendering of ``value``, is the standard library's too."""
+    return not _holds_float(value) or not _float_may_differ(raw)
+
+
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -58,7 +77,7 @@ def dumps(value: Any) -> bytes:
 
     The standard library's rendering decides. orjson writes the same bytes in a
     third of the time (an export writes every record), so its output is used when no
-    float in it may be written otherwise (:func:`_float_may_differ`, the check
+    float in it may be written otherwise (:func:`_renders_alike`, the check
     :func:`exact` relies on; ``tests/core/test_jsonl_exact.py``). What orjson refuses
     (lone surrogates, integers past 64 bits, keys that are not strings) goes to the
     standard library. One difference remains: orjson writes NaN and the infinities as
@@ -72,7 +91,7 @@ def dumps(value: Any) -> bytes:
         except (TypeError, _orjson.JSONEncodeError):
             pass
         else:
-            if not _float_may_differ(out):
+            if _renders_alike(value, out):
                 return out
     return _stdlib_dumps(value)
 
@@ -86,7 +105,7 @@ def exact(value: Any, raw: bytes) -> bool:
     """True when :func:`dumps` reproduces ``raw`` byte for byte."""
     if _orjson is not None:
         try:
-            if _orjson.dumps(value) == raw and not _float_may_differ(raw):
+            if _orjson.dumps(value) == raw and _renders_alike(value, raw):
                 return True
         except (TypeError, _orjson.JSONEncodeError):
             pass

@@ -59,6 +59,37 @@ def test_timestamps_and_ids_keep_the_fast_path():
     assert jsonl.exact(json.loads(raw), raw)
 
 
+def test_a_value_without_floats_skips_the_marker_search():
+    # The markers in prose ("re-run", "0.00001 s") do not matter when the value holds
+    # no float; they do when it holds one, wherever it sits.
+    raw = b'{"text":"re-run with 1e-7 and 0.00001","n":[1,2,{"k":3}]}'
+    value = json.loads(raw)
+    assert not jsonl._holds_float(value)
+    assert jsonl.exact(value, raw)
+    for v in (1e-7, [1, {"a": [0.5]}], {"deep": [[[[2.0]]]]}, {"k": "x", "f": -0.0}):
+        assert jsonl._holds_float(v), v
+    # Values msgpack cannot carry are assumed to hold one (the marker search decides).
+    assert jsonl._holds_float({"s": "lone \ud800 surrogate"})
+    assert jsonl._holds_float({"big": 2**70})
+    assert jsonl._holds_float(json.loads("[" * 900 + "0.5" + "]" * 900))
+
+
+@settings(max_examples=400, deadline=None)
+@given(values)
+def test_holds_float_never_misses_one(value):
+    def floats_in(v):
+        if isinstance(v, float):
+            return True
+        if isinstance(v, list):
+            return any(floats_in(x) for x in v)
+        if isinstance(v, dict):
+            return any(floats_in(x) for x in v.values())
+        return False
+
+    if floats_in(value):
+        assert jsonl._holds_float(value)
+
+
 def test_a_sweep_of_float_magnitudes():
     # Every magnitude, both signs, short and long digit strings: exact() never says
     # yes where the renderer would write other bytes, for the installed orjson.
