@@ -21,6 +21,15 @@ platform, other threads already running, a small read), a line rewritten in
 between, a record kept as bytes, a value msgpack cannot carry. The worker can save
 time; it cannot let a secret through.
 
+The two processes do not judge the same line twice. The commit publishes the last
+line it has asked about in a page of shared memory (mapped before the fork); the
+worker skips the lines the commit has passed, and when it finds itself behind it
+jumps :data:`LEAP` lines past the commit, so that its next verdicts arrive before
+they are asked for. Without that, a commit that caught up with the worker redacted
+a third of a large session's records itself while the worker judged them again,
+for nothing. The page only steers the worker: a verdict still counts only for its
+line and CRC-32, so a stale or torn read of it costs time, never a secret.
+
 The worker writes nothing but its pipe: it closes every inherited descriptor (the
 repository lock among them), points its standard streams at ``/dev/null``, and ends
 with ``os._exit`` so that no ``finally`` or ``atexit`` of the command runs twice.
@@ -29,6 +38,7 @@ with ``os._exit`` so that no ``finally`` or ``atexit`` of the command runs twice
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import threading
@@ -54,7 +64,16 @@ HOLD_BYTES = 4 << 20
 # what follows (0: nothing to redact; else msgpack [redacted value, [[kind,
 # placeholder, secret], ...]]).
 _FRAME = struct.Struct("<QII")
-_BATCH = 1 << 14  # bytes per write: few system calls, and the commit never waits long
+# Verdicts are written when this many bytes of them wait, or once they cover this
+# many bytes of lines: most verdicts are 16 bytes ("nothing to redact"), and a batch
+# of a thousand of them would reach the commit after it had redacted those lines itself.
+_BATCH = 1 << 14
+_SEND_AFTER = 256 << 10
+# The commit's place, in the shared page: the last line number it asked about.
+_PLACE = struct.Struct("<Q")
+#: Lines a worker that finds itself behind the commit jumps past it (see the module
+#: docstring): about what the commit stores while the worker judges as many.
+LEAP = 16
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -62,9 +81,11 @@ class Screen:
     """The verdicts of a running worker (or of none: :meth:`verdict` then always says
     None, and the commit redacts every record itself)."""
 
-    def __init__(self, pid: int | None = None, rfd: int | None = None) -> None:
+    def __init__(self, pid: int | None = None, rfd: int | None = None, place: mmap.mmap | None = None) -> None:
         self._pid = pid
         self._rfd = rfd
+        self._place = place  # shared with the worker: where the commit is
+        self._asked = 0
         # (line number, CRC-32, b"" for nothing to redact, else the packed redaction),
         # in the order the worker sent them: ascending lines, as the commit asks.
         self._queue: deque[tuple[int, int, bytes]] = deque()
@@ -125,6 +146,9 @@ class Screen:
         Verdicts for lines before ``line`` are dropped: the commit asks in file order,
         and a later pass over earlier lines (a fork's records) redacts them itself.
         """
+        if self._place is not None and line > self._asked:
+            self._asked = line
+            _PLACE.pack_into(self._place, 0, line)
         if crc is None or self._rfd is None:
             return None
         head = _FRAME.size
@@ -178,6 +202,9 @@ class Screen:
         if self._rfd is not None:
             os.close(self._rfd)
             self._rfd = None
+        if self._place is not None:
+            self._place.close()
+            self._place = None
         self._queue.clear()
         self._held = 0
 
@@ -216,24 +243,30 @@ def start(path: str, offset: int, first_line: int, redactor: "Redactor | None") 
     except OSError:
         return Screen()
     try:
+        place: mmap.mmap | None = mmap.mmap(-1, mmap.PAGESIZE)  # anonymous, shared with the child
+    except OSError:
+        place = None
+    try:
         pid = os.fork()
     except OSError:
         os.close(rfd)
         os.close(wfd)
+        if place is not None:
+            place.close()
         return Screen()
     if pid == 0:  # pragma: no cover - runs in the worker; the tests observe its verdicts
         code = 1
         try:
             os.close(rfd)
             wfd = _isolate(wfd)
-            _judge(path, offset, first_line, redactor, wfd)
+            _judge(path, offset, first_line, redactor, wfd, place)
             code = 0
         except BaseException:  # noqa: BLE001 - whatever happens, the worker only exits
             pass
         finally:
             os._exit(code)
     os.close(wfd)
-    return Screen(pid, rfd)
+    return Screen(pid, rfd, place)
 
 
 def _isolate(wfd: int) -> int:
@@ -258,22 +291,38 @@ def _max_fd() -> int:
         return 1 << 16
 
 
-def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: int) -> None:
-    """In the worker: the verdicts on the lines from ``offset``, written in batches."""
+def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: int,
+           place: mmap.mmap | None = None) -> None:
+    """In the worker: the verdicts on the lines from ``offset``, written in batches,
+    skipping the lines the commit has passed (``place``, see the module docstring)."""
     frame = _FRAME.pack
+    where = _PLACE.unpack_from
     out = bytearray()
+    read = 0  # bytes of lines judged since the last write
+    skip_to = 0  # lines before this one are the commit's own
     with open(path, "rb", buffering=1 << 20) as fh:
         for line in jsonl.iter_lines(fh, start=offset, first_number=first_line):
             if not line.terminated:  # a last line still being written is not read
                 break
+            if line.number < skip_to:
+                continue
+            if place is not None:
+                asked = where(place, 0)[0]
+                if asked >= line.number:  # behind: what is judged but not sent is too late
+                    skip_to = asked + LEAP
+                    out.clear()
+                    read = 0
+                    continue
             packed = _verdict(redactor, line.raw)
             if packed is None:
                 continue
             out += frame(line.number, zlib.crc32(line.raw), len(packed))
             out += packed
-            if len(out) >= _BATCH:
+            read += len(line.raw)
+            if len(out) >= _BATCH or read >= _SEND_AFTER:
                 write_all(wfd, out)
                 out.clear()
+                read = 0
     if out:
         write_all(wfd, out)
 

@@ -360,3 +360,66 @@ def _add_secret(value, secret: str) -> bool:
         if isinstance(v, (dict, list)) and _add_secret(v, secret):
             return True
     return False
+
+
+def _judged(tmp_path: Path, lines: int, asked: int | None, monkeypatch) -> tuple[list[int], int]:
+    """Run the worker's loop over ``lines`` clean JSON lines, the commit having asked
+    about line ``asked`` (None: no shared page); the lines it judged, and its writes."""
+    import mmap
+
+    from opalgit import redact
+
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"".join(b'{"type":"note","text":"line %d of plain prose"}\n' % i for i in range(1, lines + 1)))
+    place = None
+    if asked is not None:
+        place = mmap.mmap(-1, mmap.PAGESIZE)
+        place[:8] = struct.pack("<Q", asked)
+    writes: list[bytes] = []
+    monkeypatch.setattr(redactworker, "write_all", lambda fd, data: writes.append(bytes(data)))
+    redactworker._judge(str(path), 0, 1, redact.Redactor(key=b"k" * 32), -1, place)
+    data = b"".join(writes)
+    judged = []
+    pos = 0
+    while pos < len(data):
+        line, _crc, size = struct.unpack_from("<QII", data, pos)
+        judged.append(line)
+        pos += 16 + size
+    return judged, len(writes)
+
+
+def test_the_worker_skips_what_the_commit_has_passed(tmp_path, monkeypatch):
+    # Ahead of the commit (it has asked about nothing yet): every line is judged.
+    judged, _ = _judged(tmp_path, 100, 0, monkeypatch)
+    assert judged == list(range(1, 101))
+    # Behind it: the lines the commit has passed would be judged for nothing; the
+    # worker leaps past the commit so that its verdicts come before they are asked for.
+    judged, _ = _judged(tmp_path, 100, 40, monkeypatch)
+    assert judged == list(range(40 + redactworker.LEAP, 101))
+    # No page (it could not be mapped): the worker judges every line, as before.
+    judged, _ = _judged(tmp_path, 100, None, monkeypatch)
+    assert judged == list(range(1, 101))
+
+
+def test_verdicts_leave_while_the_worker_runs(tmp_path, monkeypatch):
+    # Verdicts of "nothing to redact" are 16 bytes: a write is due once they cover
+    # _SEND_AFTER bytes of lines, not only when 16 KB of them wait (a thousand lines
+    # the commit would by then have redacted itself).
+    monkeypatch.setattr(redactworker, "_SEND_AFTER", 1024)
+    judged, writes = _judged(tmp_path, 400, 0, monkeypatch)
+    assert judged == list(range(1, 401))
+    assert len(judged) * 16 < redactworker._BATCH and writes >= 10
+
+
+def test_the_commit_tells_the_worker_where_it_is():
+    import mmap
+
+    rfd, wfd = os.pipe()
+    place = mmap.mmap(-1, mmap.PAGESIZE)
+    screen = Screen(None, rfd, place)
+    for line in (3, 9, 5):  # a fork's earlier lines asked later do not move it back
+        screen.verdict(line, 1)
+    assert struct.unpack_from("<Q", place)[0] == 9
+    os.close(wfd)
+    screen.close()
+    assert place.closed
