@@ -74,6 +74,9 @@ _PLACE = struct.Struct("<Q")
 #: Lines a worker that finds itself behind the commit jumps past it (see the module
 #: docstring): about what the commit stores while the worker judges as many.
 LEAP = 16
+# Within this many lines of the commit, every verdict is written at once: the commit
+# will ask for it within milliseconds.
+_NEAR = 4 * LEAP
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -306,20 +309,19 @@ def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: i
                 break
             if line.number < skip_to:
                 continue
-            if place is not None:
-                asked = where(place, 0)[0]
-                if asked >= line.number:  # behind: what is judged but not sent is too late
-                    skip_to = asked + LEAP
-                    out.clear()
-                    read = 0
-                    continue
+            asked = where(place, 0)[0] if place is not None else 0
+            if asked >= line.number:  # behind: what is judged but not sent is too late
+                skip_to = asked + LEAP
+                out.clear()
+                read = 0
+                continue
             packed = _verdict(redactor, line.raw)
             if packed is None:
                 continue
             out += frame(line.number, zlib.crc32(line.raw), len(packed))
             out += packed
             read += len(line.raw)
-            if len(out) >= _BATCH or read >= _SEND_AFTER:
+            if len(out) >= _BATCH or read >= _SEND_AFTER or (place is not None and line.number - asked <= _NEAR):
                 write_all(wfd, out)
                 out.clear()
                 read = 0

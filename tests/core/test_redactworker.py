@@ -60,6 +60,15 @@ def start(*args, **kw):
 redactworker.start = start
 if mode == "dies":
     redactworker._judge = lambda *a: os._exit(3)
+elif mode == "behind":
+    # A worker slower than the commit: the commit passes it and redacts what it
+    # finds no verdict for; the worker must leap ahead, not judge those lines again.
+    import time
+    real_verdict = redactworker._verdict
+    def slow(redactor, raw):
+        time.sleep(0.01)
+        return real_verdict(redactor, raw)
+    redactworker._verdict = slow
 elif mode == "half":
     cut = sys.argv[4]  # the worker judges a copy holding the first half of the lines
     real_judge = redactworker._judge
@@ -223,6 +232,17 @@ def test_a_worker_that_judged_half_the_file(base):
     out = _commit(repo, path, "half", str(half))
     assert out["forked"] and 0 < out["used"] == _judgeable(path, n // 2) < _judgeable(path, n)
     assert _tree(repo) == _tree(ref) and _vault(repo) == _vault(ref)
+
+
+def test_a_worker_the_commit_overtakes(base):
+    # Whichever process is ahead, and however often the worker leaps past the commit,
+    # the commit stores the same objects and vault entries.
+    tmp_path, path, n, ref, notes, key = base
+    repo = _repo(tmp_path, "behind", key_from=key)
+    out = _commit(repo, path, "behind")
+    assert out["forked"] and out["used"] < _judgeable(path, n)
+    assert _tree(repo) == _tree(ref) and _vault(repo) == _vault(ref)
+    assert out["notes"] == notes
 
 
 def test_the_worker_is_reaped_when_the_commit_fails(base):
@@ -406,9 +426,17 @@ def test_verdicts_leave_while_the_worker_runs(tmp_path, monkeypatch):
     # _SEND_AFTER bytes of lines, not only when 16 KB of them wait (a thousand lines
     # the commit would by then have redacted itself).
     monkeypatch.setattr(redactworker, "_SEND_AFTER", 1024)
+    judged, writes = _judged(tmp_path, 400, None, monkeypatch)
+    assert judged == list(range(1, 401))
+    assert len(judged) * 16 < redactworker._BATCH and 10 <= writes < 100
+
+
+def test_verdicts_near_the_commit_leave_at_once(tmp_path, monkeypatch):
+    # Within _NEAR lines of the commit, each verdict is written as soon as it is made;
+    # further ahead they wait for _SEND_AFTER bytes of lines (here: more than the file).
     judged, writes = _judged(tmp_path, 400, 0, monkeypatch)
     assert judged == list(range(1, 401))
-    assert len(judged) * 16 < redactworker._BATCH and writes >= 10
+    assert writes == redactworker._NEAR + 1  # one each, then the rest at the end
 
 
 def test_the_commit_tells_the_worker_where_it_is():
