@@ -77,6 +77,9 @@ LEAP = 16
 # Within this many lines of the commit, every verdict is written at once: the commit
 # will ask for it within milliseconds.
 _NEAR = 4 * LEAP
+#: Lines judged together (see _judge), up to this many or this many bytes of them.
+_JUDGE_LINES = 32
+_JUDGE_BYTES = 256 << 10
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -297,12 +300,28 @@ def _max_fd() -> int:
 def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: int,
            place: mmap.mmap | None = None) -> None:
     """In the worker: the verdicts on the lines from ``offset``, written in batches,
-    skipping the lines the commit has passed (``place``, see the module docstring)."""
+    skipping the lines the commit has passed (``place``, see the module docstring).
+
+    Lines are judged a few at a time (:data:`_JUDGE_LINES` or :data:`_JUDGE_BYTES`,
+    one at a time near the commit): :meth:`Redactor.redact_values` runs the
+    prefilter once over a batch, in half to two thirds of the time line by line.
+    """
     frame = _FRAME.pack
     where = _PLACE.unpack_from
     out = bytearray()
     read = 0  # bytes of lines judged since the last write
     skip_to = 0  # lines before this one are the commit's own
+    batch: list[tuple[int, bytes, Any]] = []  # (line number, bytes, parsed value) to judge
+    batch_bytes = 0
+
+    def judge() -> None:
+        nonlocal out
+        for (number, raw, _), packed in zip(batch, _verdicts(redactor, [v for _, _, v in batch])):
+            if packed is not None:
+                out += frame(number, zlib.crc32(raw), len(packed))
+                out += packed
+        batch.clear()
+
     with open(path, "rb", buffering=1 << 20) as fh:
         for line in jsonl.iter_lines(fh, start=offset, first_number=first_line):
             if not line.terminated:  # a last line still being written is not read
@@ -313,34 +332,39 @@ def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: i
             if asked >= line.number:  # behind: what is judged but not sent is too late
                 skip_to = asked + LEAP
                 out.clear()
-                read = 0
+                batch.clear()
+                read = batch_bytes = 0
                 continue
-            packed = _verdict(redactor, line.raw)
-            if packed is None:
+            try:
+                value = jsonl.parse(line.raw)
+            except jsonl.ParseFailure:  # the adapter keeps the line as bytes: no verdict to give
                 continue
-            out += frame(line.number, zlib.crc32(line.raw), len(packed))
-            out += packed
-            read += len(line.raw)
-            if len(out) >= _BATCH or read >= _SEND_AFTER or (place is not None and line.number - asked <= _NEAR):
-                write_all(wfd, out)
-                out.clear()
-                read = 0
+            batch.append((line.number, line.raw, value))
+            batch_bytes += len(line.raw)
+            near = place is not None and line.number - asked <= _NEAR
+            if near or len(batch) >= _JUDGE_LINES or batch_bytes >= _JUDGE_BYTES:
+                judge()
+                read += batch_bytes
+                batch_bytes = 0
+                if len(out) >= _BATCH or read >= _SEND_AFTER or near:
+                    write_all(wfd, out)
+                    out.clear()
+                    read = 0
+    judge()
     if out:
         write_all(wfd, out)
 
 
-def _verdict(redactor: "Redactor", raw: bytes) -> bytes | None:
-    """b"" when redacting the line's parsed value finds nothing, else the packed
-    redaction; None when there is no verdict to give: the line is not JSON (the
-    adapter keeps it as bytes), or its redaction is a value msgpack cannot carry."""
-    try:
-        value = jsonl.parse(raw)
-    except jsonl.ParseFailure:
-        return None
-    new, found = redactor.redact_value(value)
-    if not found:
-        return b""
-    try:
-        return msgpack.packb([new, [[f.kind, f.placeholder, f.secret] for f in found]], use_bin_type=True)
-    except (TypeError, ValueError, OverflowError):
-        return None
+def _verdicts(redactor: "Redactor", values: list[Any]) -> list[bytes | None]:
+    """Per parsed line: b"" when redacting it finds nothing, else the packed
+    redaction; None when its redaction is a value msgpack cannot carry (no verdict)."""
+    out: list[bytes | None] = []
+    for new, found in redactor.redact_values(values) if values else ():
+        if not found:
+            out.append(b"")
+            continue
+        try:
+            out.append(msgpack.packb([new, [[f.kind, f.placeholder, f.secret] for f in found]], use_bin_type=True))
+        except (TypeError, ValueError, OverflowError):
+            out.append(None)
+    return out

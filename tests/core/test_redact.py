@@ -340,6 +340,40 @@ def test_redact_value_round_trips_and_is_idempotent(value):
     assert _leaks(json.dumps(out), embedded) == []
 
 
+def _same_results(batch, single):
+    assert len(batch) == len(single)
+    for (a, fa), (b, fb) in zip(batch, single):
+        assert a == b and (a is not None) == (b is not None)
+        assert [(f.kind, f.placeholder, f.secret) for f in fa] == [(f.kind, f.placeholder, f.secret) for f in fb]
+
+
+def test_redact_values_is_redact_value_of_each():
+    """A batch (the redaction worker's) gives each value what it alone would get: the
+    corpus session's records, every entry of the corpus in a record of its own, and
+    texts cut so that a URL ends one string and an address begins the next (the
+    prefilter searches them joined)."""
+    with open(os.path.join(SECRETS_DIR, "session.jsonl"), "rb") as fh:
+        values = [json.loads(raw) for raw in fh.read().splitlines()]
+    values += [{"text": e["context"]} for e in TEXT_ENTRIES] + [e["value"] for e in VALUE_ENTRIES]
+    values += [{"a": "see https://"}, {"b": "user:hunter2@example.com done"}, ["clean", "text"], "bare", {}, []]
+    values += [{"text": m["text"]} for m in NEAR_MISSES if "text" in m]
+    single = [Redactor(key=KEY).redact_value(v) for v in values]
+    for size in (1, 7, 32, len(values)):
+        r = Redactor(key=KEY)
+        batch = [res for i in range(0, len(values), size) for res in r.redact_values(values[i : i + size])]
+        _same_results(batch, single)
+    # Clean values come back as the very same objects, as from redact_value.
+    clean = [{"text": "nothing here"}, ["a", {"b": "c"}]]
+    assert all(out is v for v, (out, found) in zip(clean, Redactor(key=KEY).redact_values(clean)))
+    assert Redactor(key=KEY).redact_values([]) == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_json, max_size=8))
+def test_redact_values_agrees_with_redact_value(values):
+    _same_results(Redactor(key=KEY).redact_values(values), [Redactor(key=KEY).redact_value(v) for v in values])
+
+
 # --------------------------------------------------------------------------- restore
 
 

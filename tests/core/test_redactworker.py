@@ -64,11 +64,11 @@ elif mode == "behind":
     # A worker slower than the commit: the commit passes it and redacts what it
     # finds no verdict for; the worker must leap ahead, not judge those lines again.
     import time
-    real_verdict = redactworker._verdict
-    def slow(redactor, raw):
-        time.sleep(0.01)
-        return real_verdict(redactor, raw)
-    redactworker._verdict = slow
+    real_verdicts = redactworker._verdicts
+    def slow(redactor, values):
+        time.sleep(0.01 * len(values))
+        return real_verdicts(redactor, values)
+    redactworker._verdicts = slow
 elif mode == "half":
     cut = sys.argv[4]  # the worker judges a copy holding the first half of the lines
     real_judge = redactworker._judge
