@@ -808,11 +808,12 @@ class Redactor:
 
     def redact_values(self, values: list[Any]) -> list[tuple[Any, list[Finding]]]:
         """:meth:`redact_value` of each value, the prefilter run once over all their
-        strings: its searches cost about as much for fifty small records as for one,
-        so a batch of records redacts in half to two thirds of the time (the
-        redaction worker of large imports judges lines in batches). Each result is
-        what :meth:`redact_value` gives for that value alone: whether a rule looks
-        at a string depends on that string only."""
+        strings: its searches cost about as much for fifty small records as for one.
+        On the benchmark's 50 MB sessions, collecting and prefiltering the strings of
+        32 records at a time took 40 to 60 % of the time it takes record by record
+        (the redaction worker of large imports judges lines in batches). Each result
+        is what :meth:`redact_value` gives for that value alone: whether a rule
+        looks at a string depends on that string only."""
         strings: list[str] = []
         spans: list[tuple[int, int, bool, list[str]]] = []
         for value in values:
