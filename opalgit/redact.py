@@ -796,15 +796,7 @@ class Redactor:
         Whatever holds no secret is returned as the same object, so ``new is value``
         tells that nothing was found.
         """
-        strings: list[str] = []
-        keys: list[str] = []
-        keyed = _collect(value, strings, keys)
-        suspects = self.rules.suspects(strings)
-        if not suspects and not keyed and self.rules.keys_clean(keys):
-            return value, []
-        found: dict[str, Finding] = {}
-        flags = iter([suspects.get(i) for i in range(len(strings))])
-        return self._walk(value, found, flags), list(found.values())
+        return self.redact_values([value])[0]
 
     def redact_values(self, values: list[Any]) -> list[tuple[Any, list[Finding]]]:
         """:meth:`redact_value` of each value, the prefilter run once over all their
@@ -824,12 +816,14 @@ class Redactor:
         suspects = self.rules.suspects(strings) if strings else {}
         out: list[tuple[Any, list[Finding]]] = []
         for value, (first, end, keyed, keys) in zip(values, spans):
-            flags = [suspects.get(i) for i in range(first, end)]
-            if not keyed and all(f is None for f in flags) and self.rules.keys_clean(keys):
+            # No suspect in the batch is the usual answer: then no flags are looked up.
+            flags = [suspects.get(i) for i in range(first, end)] if suspects else None
+            if not keyed and (flags is None or all(f is None for f in flags)) and self.rules.keys_clean(keys):
                 out.append((value, []))
                 continue
             found: dict[str, Finding] = {}
-            out.append((self._walk(value, found, iter(flags)), list(found.values())))
+            walked = self._walk(value, found, iter(flags if flags is not None else [None] * (end - first)))
+            out.append((walked, list(found.values())))
         return out
 
     def _walk(self, v: Any, found: dict[str, Finding], flags: Iterator[list[str] | None]) -> Any:

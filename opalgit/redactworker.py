@@ -316,11 +316,10 @@ def _judge(path: str, offset: int, first_line: int, redactor: "Redactor", wfd: i
     batch_bytes = 0
 
     def judge() -> None:
-        nonlocal out
         for (number, raw, _), packed in zip(batch, _verdicts(redactor, [v for _, _, v in batch])):
             if packed is not None:
-                out += frame(number, zlib.crc32(raw), len(packed))
-                out += packed
+                out.extend(frame(number, zlib.crc32(raw), len(packed)))
+                out.extend(packed)
         batch.clear()
 
     with open(path, "rb", buffering=1 << 20) as fh:
@@ -360,7 +359,7 @@ def _verdicts(redactor: "Redactor", values: list[Any]) -> list[bytes | None]:
     """Per parsed line: b"" when redacting it finds nothing, else the packed
     redaction; None when its redaction is a value msgpack cannot carry (no verdict)."""
     out: list[bytes | None] = []
-    for new, found in redactor.redact_values(values) if values else ():
+    for new, found in redactor.redact_values(values):
         if not found:
             out.append(b"")
             continue
