@@ -8,7 +8,24 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import OpalError  # noqa: E402
-from .repo import Repository  # noqa: E402
-
 __all__ = ["OpalError", "Repository", "__version__"]
+
+# Not typing.TYPE_CHECKING: importing typing costs the ``opal`` program ~4 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .errors import OpalError
+    from .repo import Repository
+
+
+def __getattr__(name: str) -> "type":
+    # Imported on first use: the ``opal`` program starts in opalgit.client, which hands
+    # most commands to a warm server and must not pay for what it does not run.
+    if name == "OpalError":
+        from .errors import OpalError
+
+        return OpalError
+    if name == "Repository":
+        from .repo import Repository
+
+        return Repository
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
-"""``python -m opalgit`` runs the ``opal`` command."""
+"""``python -m opalgit`` runs the ``opal`` command (through :mod:`opalgit.client`)."""
 
-from .cli import run
+from .client import main
 
-run()
+main()

@@ -34,10 +34,13 @@ LAZY_COMMANDS = {
     **dict.fromkeys(("export", "resume", "secrets"), "opalgit.cli_export"),
     **dict.fromkeys(("log", "show", "diff", "stats"), "opalgit.cli_history"),
     **dict.fromkeys(("hooks", "hook", "at", "push", "fetch", "pull", "clone-state", "config"), "opalgit.cli_sync"),
+    "server": "opalgit.cli_server",
 }
 
 #: The command modules, in the order their commands are listed in ``cli.commands``.
-COMMAND_MODULES = ("opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history", "opalgit.cli_sync")
+COMMAND_MODULES = (
+    "opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history", "opalgit.cli_sync", "opalgit.cli_server",
+)
 
 
 class LazyGroup(click.Group):
@@ -458,10 +461,10 @@ def run() -> None:
 if __name__ == "__main__":  # pragma: no cover
     run()
 
-__all__ = ["cli", "main", "run", "cli_edit", "cli_export", "cli_history", "cli_sync"]
+__all__ = ["cli", "main", "run", "cli_edit", "cli_export", "cli_history", "cli_server", "cli_sync"]
 
 if TYPE_CHECKING:
-    from . import cli_edit, cli_export, cli_history, cli_sync
+    from . import cli_edit, cli_export, cli_history, cli_server, cli_sync
 
 
 def __getattr__(name: str) -> Any:

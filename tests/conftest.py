@@ -27,6 +27,9 @@ def _hermetic_env() -> None:
     for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GIT_DIR", "GIT_WORK_TREE", "NO_COLOR"):
         os.environ.pop(var, None)
     os.environ["OPAL_NO_PAGER"] = "1"
+    # Commands run in their own process: no test leaves a command server behind.
+    # tests/test_server.py turns it on, in a runtime folder of its own, and stops it.
+    os.environ["OPAL_SERVER"] = "off"
     with open(os.environ["GIT_CONFIG_GLOBAL"], "w") as fh:
         fh.write("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n")
     import pygit2

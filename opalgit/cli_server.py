@@ -1,0 +1,158 @@
+"""``opal server``: see, start and stop the command server (:mod:`opalgit.server`).
+
+The ``opal`` program starts the server by itself and it stops by itself when idle;
+these commands are for looking at it, warming it up before timing something, and
+stopping it now. They always run in the calling process, never in the server.
+
+Importing this module attaches the commands to :data:`opalgit.cli.cli`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import click
+
+from . import client
+from .cli import CONTEXT, Ctx, cli, pass_ctx
+from .errors import OpalError
+
+#: How long ``start`` and ``stop`` wait for the server, in seconds.
+WAIT = 15.0
+
+
+def _where() -> tuple[str, str]:
+    key = client.server_key(os.environ)
+    return client.socket_path(os.environ, key), key
+
+
+def _describe(info: dict) -> list[str]:
+    age = max(time.time() - info["started"], 0.0)
+    return [
+        f"Command server {info['pid']}, up {_span(age)}, {info['served']} request(s) served",
+        f"  socket:  {info['path']}",
+        f"  stops after {_span(info['idle'])} without a command (OPAL_SERVER_IDLE)",
+    ]
+
+
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _json(info: dict | None, path: str) -> dict:
+    return {"running": info is not None, "socket": path, "mode": client.mode(),
+            **({k: info[k] for k in ("pid", "started", "idle", "served")} if info else {})}
+
+
+@cli.group("server", context_settings=CONTEXT)
+def server_group() -> None:
+    """The command server that spares each command the interpreter's start-up.
+
+    'opal' hands a command to a server that has opal loaded and forks a fresh process
+    for it, with this command's arguments, folder, environment and terminal: the same
+    command, the same output, without ~50-100 ms of start-up. The first command starts
+    the server in the background; it stops after 10 minutes without a command
+    (OPAL_SERVER_IDLE, in seconds) or when opal's code changes. OPAL_SERVER=off turns it
+    off; with CI set, one is used but never started. There is one per user, Python
+    and environment, on a socket only that user can reach. See docs/server.md.
+    """
+
+
+@server_group.command("status", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def server_status(c: Ctx, as_json: bool) -> None:
+    """Say whether a command server runs for this Python and environment.
+
+    \b
+    Examples:
+      opal server status
+      opal server status --json
+    """
+    path, key = _where()
+    info = client.server_info(path, key)
+    if as_json:
+        c.json(_json(info, path))
+        return
+    if info is None:
+        c.out("No command server runs for this Python and environment.")
+        if client.mode() == "off":
+            c.out("OPAL_SERVER is off: commands run in their own process.")
+        return
+    c.out(_describe(info))
+    if client.mode() == "off":
+        c.out("OPAL_SERVER is off: commands do not use it.")
+
+
+@server_group.command("start", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def server_start(c: Ctx, as_json: bool) -> None:
+    """Start the command server now and wait until it answers.
+
+    The first command would start it anyway; starting it first spares that command
+    nothing, but makes the next ones' timings even (benchmarks do this).
+
+    \b
+    Examples:
+      opal server start
+    """
+    path, key = _where()
+    info = client.server_info(path, key)
+    if info is None:
+        folder = os.path.dirname(path)
+        if not client.private_dir(folder, create=True):
+            raise OpalError(f"cannot start a command server: {folder} is not a folder only you can enter",
+                            hint="remove it or set XDG_RUNTIME_DIR to a private folder")
+        # None: another process is starting it right now; wait for that one.
+        proc = client.spawn(path, key)
+        deadline = time.monotonic() + WAIT
+        while info is None:
+            if proc is not None and proc.poll() is not None:
+                raise OpalError(f"the command server exited at start (code {proc.returncode}); see {path}.log")
+            if time.monotonic() > deadline:
+                raise OpalError(f"the command server did not answer within {WAIT:.0f} s; see {path}.log")
+            time.sleep(0.02)
+            info = client.server_info(path, key)
+    if as_json:
+        c.json(_json(info, path))
+        return
+    c.out(_describe(info))
+    if client.mode() == "off":
+        c.warn("OPAL_SERVER is off: commands will not use it")
+
+
+@server_group.command("stop", context_settings=CONTEXT)
+@pass_ctx
+def server_stop(c: Ctx) -> None:
+    """Stop the command server of this Python and environment, if one runs.
+
+    A command it is running goes on to its end; the next command starts a new server
+    (unless OPAL_SERVER=off).
+
+    \b
+    Examples:
+      opal server stop
+    """
+    path, key = _where()
+    info = client.server_info(path, key)
+    if info is None:
+        c.out("No command server runs for this Python and environment.")
+        return
+    pid = info["pid"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + WAIT
+    while os.path.exists(path) and client.server_info(path, key) is not None:
+        if time.monotonic() > deadline:
+            raise OpalError(f"the command server {pid} did not stop within {WAIT:.0f} s")
+        time.sleep(0.02)
+    c.out(f"Stopped command server {pid}.")

@@ -1,0 +1,375 @@
+"""The ``opal`` program's entry point: hand the command to a warm command server, or run it here.
+
+Half of a small command's time is process start-up: the interpreter, click, pygit2
+and the commit's modules (docs/performance.md). A post-commit hook pays it on every
+``git commit``, and an agent that records its state after every turn pays it on every
+turn. So, as Mercurial's ``chg`` does, ``opal`` can hand its command to a server that
+has those modules loaded (:mod:`opalgit.server`): the server forks a fresh process per
+command, which takes this process's arguments, working folder, environment, umask and
+its three standard streams (passed as file descriptors, so a terminal stays a
+terminal), runs the command and sends back its exit code. What the command does and
+prints is the same either way; only the start-up is saved.
+
+This module runs before anything else is imported, so it imports only what the
+interpreter has loaded already (os, sys, marshal and the socket's C module). Whenever
+the server cannot take the command (none running, a different interpreter or
+environment, code changed on disk, a socket not this user's own), the command runs in
+this process as it always did, and a server is started in the background for the next
+one. Nothing is ever run twice: a command the server accepted is never retried here.
+
+``OPAL_SERVER=off`` turns all of this off; with the environment variable ``CI`` set a
+server is used if one runs but never started. Commands at an interactive terminal
+(standard input and output both a terminal) run here too: they may page, and a pager
+needs the terminal that only this process has. ``opal server`` and the hook that
+installs it are in :mod:`opalgit.cli_server`. See docs/server.md.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+#: Bumped whenever the request or the reply changes shape.
+PROTOCOL = 1
+
+#: Values of OPAL_SERVER that turn the server off.
+OFF = ("0", "off", "no", "false", "never")
+
+#: Environment variables the server's own process depends on, beyond what each command
+#: is given: the interpreter's settings and locale, and where libgit2 looks for git's
+#: configuration (it reads HOME and XDG_CONFIG_HOME once, when pygit2 is imported). A
+#: server serves only clients whose values match its own; each command still gets the
+#: client's whole environment.
+KEY_VARS = ("HOME", "XDG_CONFIG_HOME", "LANG")
+KEY_PREFIXES = ("PYTHON", "LC_", "GIT_CONFIG")
+
+# Replies, one byte each, then a 4-byte little-endian integer.
+ACCEPTED, REFUSED, EXITED = b"A", b"R", b"X"
+
+
+def package_dir() -> str:
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def server_key(env: "os._Environ[str] | dict[str, str]", package: str | None = None) -> str:
+    """What a server must share with a client to run its commands: the interpreter,
+    this package's location (or ``package``), and the environment variables in
+    :data:`KEY_VARS`."""
+    parts = [f"protocol={PROTOCOL}", sys.executable, sys.version, package or package_dir()]
+    parts += sorted(f"{k}={v}" for k, v in env.items() if k in KEY_VARS or k.startswith(KEY_PREFIXES))
+    return "\n".join(parts)
+
+
+def runtime_dir(env: "os._Environ[str] | dict[str, str]") -> str:
+    """The folder of this user's server sockets: ``$XDG_RUNTIME_DIR/opal`` (a folder only
+    this user can enter, cleared at logout), else ``/tmp/opal-UID``."""
+    base = env.get("XDG_RUNTIME_DIR")
+    if base and os.path.isabs(base):
+        return os.path.join(base, "opal")
+    return f"/tmp/opal-{os.getuid()}"
+
+
+def socket_path(env: "os._Environ[str] | dict[str, str]", key: str | None = None) -> str:
+    """Where the server for ``key`` listens: one per interpreter, package and key
+    environment. The name is a checksum of the key; the server compares the key itself."""
+    import zlib  # a C module: no start-up cost worth counting
+
+    key = server_key(env) if key is None else key
+    return os.path.join(runtime_dir(env), f"s-{zlib.crc32(key.encode('utf-8', 'surrogateescape')):08x}")
+
+
+def private_dir(path: str, create: bool) -> bool:
+    """Whether ``path`` is a folder owned by this user that nobody else can enter
+    (made so when ``create``): a socket anyone could reach, or replace, is not used."""
+    if create:
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError:
+            return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    import stat
+
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def mode() -> str:
+    """``off``, ``use`` (use a running server, start none) or ``auto`` (the default)."""
+    value = os.environ.get("OPAL_SERVER", "").strip().lower()
+    if value in OFF or not hasattr(os, "fork"):  # the server forks a process per command
+        return "off"
+    if value in ("", "auto") and os.environ.get("CI"):
+        return "use"
+    return "auto"
+
+
+def _run_here() -> None:
+    from .cli import run
+
+    run()
+
+
+def _wants_terminal() -> bool:
+    # click pages only when both are a terminal; a pager needs this process's terminal.
+    try:
+        return os.isatty(0) and os.isatty(1)
+    except OSError:
+        return False
+
+
+def _streams_ok() -> bool:
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def main() -> None:
+    """The ``opal`` program."""
+    how = mode()
+    args = sys.argv[1:]
+    if how == "off" or (args[:1] == ["server"]) or _wants_terminal() or not _streams_ok():
+        _run_here()
+        return
+    env = os.environ
+    key = server_key(env)
+    path = socket_path(env, key)
+    code = _try_server(path, key, args)
+    if code is not None:
+        sys.exit(code)
+    if how == "auto":
+        spawn(path, key)
+    _run_here()
+
+
+def _request(key: str, args: list[str]) -> bytes | None:
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the folder is gone: let the command say so, here
+        return None
+    umask = os.umask(0o022)
+    os.umask(umask)
+    streams = []
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        streams.append((getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict"))
+    return marshal.dumps({
+        "protocol": PROTOCOL, "op": "run", "key": key, "argv0": sys.argv[0], "args": args, "cwd": cwd,
+        "env": dict(os.environ), "umask": umask, "streams": streams,
+    })
+
+
+def connect(path: str):  # -> _socket.socket | None
+    """A connection to the server at ``path``, or None (no server, or not a safe one)."""
+    import _socket
+
+    if not private_dir(os.path.dirname(path), create=False):
+        return None
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def send_request(sock, payload: bytes, fds: tuple[int, ...]) -> None:
+    import _socket
+    import struct
+
+    head = struct.pack("<I", len(payload))
+    rights = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))] if fds else []
+    sock.sendmsg([head], rights)
+    view = memoryview(payload)
+    while view:
+        view = view[sock.send(view):]
+
+
+def read_reply(sock) -> tuple[bytes, int] | None:
+    """One reply: its kind and number, or None if the server hung up first."""
+    buf = b""
+    while len(buf) < 5:
+        try:
+            chunk = sock.recv(5 - len(buf))
+        except InterruptedError:  # pragma: no cover - Python retries EINTR itself
+            continue
+        if not chunk:
+            return None
+        buf += chunk
+    return buf[:1], int.from_bytes(buf[1:], "little", signed=True)
+
+
+#: The signals a command's process is sent when this process gets them: Ctrl-C and
+#: friends reach this process (the terminal's foreground), not the server's.
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+
+
+def _try_server(path: str, key: str, args: list[str]) -> int | None:
+    """The command's exit code if the server ran it; None if it did not take it."""
+    sock = connect(path)
+    if sock is None:
+        return None
+    import signal
+
+    # From the request on, a signal is held, then sent to the command's process once
+    # the server names it: a Ctrl-C between the two is not lost, nor does it kill this
+    # process while the command runs on without it.
+    pid = 0
+    held: list[int] = []
+
+    def relay(signum: int, _frame: object) -> None:
+        if pid:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+        else:
+            held.append(signum)
+
+    before = {name: signal.signal(getattr(signal, name), relay) for name in FORWARDED}
+    try:
+        payload = _request(key, args)
+        if payload is None:
+            return None
+        try:
+            send_request(sock, payload, (0, 1, 2))
+            reply = read_reply(sock)
+        except OSError:
+            reply = None
+        if reply is None or reply[0] != ACCEPTED:
+            if held:  # interrupted before the server took it: nothing ran, and nothing will
+                return 128 + held[0]
+            return None
+        pid = reply[1]
+        for signum in held:
+            relay(signum, None)
+        try:
+            reply = read_reply(sock)
+        except OSError:
+            reply = None
+        if reply is None or reply[0] != EXITED:
+            os.write(2, b"opal: error: the command's process ended without an exit status (it was killed)\n"
+                        b"hint: run it again; OPAL_SERVER=off runs commands without the command server\n")
+            return 1
+        return reply[1]
+    finally:
+        sock.close()
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+def spawn(path: str, key: str, idle: float | None = None):  # -> subprocess.Popen | None
+    """Start a server for ``key`` at ``path`` in the background, detached from this
+    process (its own session, no terminal, standard streams on /dev/null and a log)."""
+    folder = os.path.dirname(path)
+    if not private_dir(folder, create=True) or not _claim_start(path):
+        return None
+    import subprocess
+
+    if idle is None:
+        idle = idle_timeout(os.environ)
+    # -c with this package's parent first on sys.path: the server imports this very
+    # copy of opalgit, whether it is installed or run from a source tree.
+    code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+            "from opalgit.server import main; main(sys.argv[1:])")
+    # The key goes in the environment, which only this user can read, not in the
+    # arguments that every user's `ps` shows (it may hold a GIT_CONFIG_VALUE_n).
+    env = dict(os.environ, OPAL_SERVER_KEY=key)
+    try:
+        with open(path + ".log", "wb") as log:
+            return subprocess.Popen(
+                [sys.executable, "-c", code, os.path.dirname(package_dir()), path, str(idle)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", start_new_session=True, close_fds=True,
+                env=env,
+            )
+    except OSError:
+        return None
+
+
+#: How long a start in progress keeps others from starting the same server, in seconds.
+STARTING_FOR = 10.0
+
+
+def _claim_start(path: str) -> bool:
+    """Whether this process may start the server for ``path``: not while another one
+    is starting it (a burst of first commands would otherwise start one each). The
+    claim is a file the server removes once it listens; a stale one (a server that
+    failed to start) is taken over."""
+    import time
+
+    claim = path + ".starting"
+    for _ in range(2):
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - os.stat(claim).st_mtime < STARTING_FOR:
+                    return False
+                os.unlink(claim)
+            except OSError:
+                pass
+        except OSError:
+            return False
+    return False
+
+
+def starting(path: str) -> bool:
+    """Whether a server for ``path`` is being started now."""
+    import time
+
+    try:
+        return time.time() - os.stat(path + ".starting").st_mtime < STARTING_FOR
+    except OSError:
+        return False
+
+
+#: How long a server waits for a command before it exits, in seconds (OPAL_SERVER_IDLE).
+IDLE_DEFAULT = 600.0
+IDLE_MAX = 86_400.0
+
+
+def idle_timeout(env: "os._Environ[str] | dict[str, str]") -> float:
+    try:
+        value = float(env.get("OPAL_SERVER_IDLE", IDLE_DEFAULT))
+    except ValueError:
+        value = IDLE_DEFAULT
+    return min(max(value, 1.0), IDLE_MAX) if value == value else IDLE_DEFAULT
+
+
+def server_info(path: str, key: str) -> dict | None:
+    """What the server at ``path`` says of itself (pid, started, idle, served, key,
+    path), or None if no server for ``key`` answers there."""
+    sock = connect(path)
+    if sock is None:
+        return None
+    try:
+        sock.settimeout(10.0)
+        send_request(sock, marshal.dumps({"protocol": PROTOCOL, "op": "info", "key": key}), ())
+        reply = read_reply(sock)
+        if reply is None or reply[0] != ACCEPTED:
+            return None
+        size = b""
+        while len(size) < 4:
+            chunk = sock.recv(4 - len(size))
+            if not chunk:
+                return None
+            size += chunk
+        data = b""
+        want = int.from_bytes(size, "little")
+        while len(data) < want:
+            chunk = sock.recv(want - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        info = marshal.loads(data)
+        return info if isinstance(info, dict) else None
+    except (OSError, ValueError, EOFError):
+        return None
+    finally:
+        sock.close()

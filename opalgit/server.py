@@ -1,0 +1,296 @@
+"""The command server: a process with opal's modules loaded that runs commands for :mod:`opalgit.client`.
+
+One server per user, interpreter, package and key environment (see
+:func:`opalgit.client.server_key`) listens on a Unix socket in a folder only its user
+can enter. For each connection it forks: the child takes the client's request (its
+arguments, working folder, environment, umask and standard streams, passed as file
+descriptors), becomes that command's process and runs :func:`opalgit.cli.main`
+exactly as ``opal`` would, then sends back the exit code. The server itself runs no
+command and keeps no state between them; every command starts from the same loaded
+modules, copied on write.
+
+It stops by itself: after ``idle`` seconds without a command, when another server
+has taken its socket, when the socket is removed, and before serving a command with
+code that changed on disk since it loaded it (it refuses that command, which then runs
+in the client's own process, and exits; the next command starts a fresh server).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+from . import client
+
+#: The longest wait in the accept loop before the server looks at its socket again.
+TICK = 5.0
+
+
+def _preload() -> None:
+    """Import what commands use, and build now what every command would build alike."""
+    from . import cli, cli_edit, cli_export, cli_history, cli_sync, porcelain  # noqa: F401
+    from .adapters import claude, codex, gemini  # noqa: F401
+    from . import secretrules
+    from .redact import Rules
+
+    # The built-in rules' regexes and the prefilter's searches are compiled on first
+    # use (a few ms of every commit). Compiled here, they are in the re module's cache
+    # too, so a rule set extended by a user's secrets.toml finds them there.
+    for value in vars(secretrules).values():
+        if isinstance(value, secretrules.LazyPattern):
+            value.compiled()
+    for rule in secretrules.BUILTIN_RULES:
+        if isinstance(rule.regex, secretrules.LazyPattern):
+            rule.regex.compiled()
+    _ = Rules.default()._gate.passes
+
+
+def _module_files() -> dict[str, tuple[int, int]]:
+    stamps = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        stamps[path] = (st.st_mtime_ns, st.st_size)
+    return stamps
+
+
+def _stale(stamps: dict[str, tuple[int, int]]) -> bool:
+    """Whether any module the server loaded has changed on disk since (an upgrade, an edit)."""
+    for path, stamp in stamps.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        if (st.st_mtime_ns, st.st_size) != stamp:
+            return True
+    return False
+
+
+def _reply(conn: socket.socket, kind: bytes, number: int) -> None:
+    conn.sendall(kind + number.to_bytes(4, "little", signed=True))
+
+
+class _Stop(Exception):
+    pass
+
+
+def serve(path: str, key: str, idle: float) -> None:
+    """Listen at ``path`` until idle for ``idle`` seconds or displaced; see the module doc."""
+    _preload()
+    stamps = _module_files()
+    started = time.time()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Bind beside the final name, then rename over it: a client never meets a half-made
+    # socket, and of two servers started at once the later one simply takes the name.
+    tmp = f"{path}.{os.getpid()}"
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    listener.bind(tmp)
+    listener.listen(64)
+    os.rename(tmp, path)
+    ident = os.stat(path).st_ino
+    with open(path + ".pid", "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    try:
+        os.unlink(path + ".starting")  # see client._claim_start
+    except FileNotFoundError:
+        pass
+
+    def stop(_signum: int, _frame: Any) -> None:
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # commands' processes are reaped by the kernel
+    # What is loaded now stays: no collection walks it again, in the server or in a
+    # command's process (and its pages stay shared between them).
+    gc.collect()
+    gc.freeze()
+    served = 0
+    deadline = time.monotonic() + idle
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not _ours(path, ident):
+                return
+            listener.settimeout(min(left, TICK))
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                continue
+            try:
+                if not _same_user(conn):
+                    continue
+                if _stale(stamps):
+                    _reply(conn, client.REFUSED, 1)
+                    return
+                served += 1
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    _child(conn, key, {"pid": os.getppid(), "started": started, "idle": idle, "served": served,
+                                       "key": key, "path": path})
+                deadline = time.monotonic() + idle
+            finally:
+                conn.close()
+    except _Stop:
+        return
+    finally:
+        listener.close()
+        if _ours(path, ident):
+            for name in (path, path + ".pid"):
+                try:
+                    os.unlink(name)
+                except OSError:
+                    pass
+
+
+def _ours(path: str, ident: int) -> bool:
+    try:
+        return os.stat(path).st_ino == ident
+    except OSError:
+        return False
+
+
+def _same_user(conn: socket.socket) -> bool:
+    if not hasattr(socket, "SO_PEERCRED"):  # not Linux: the private folder is the guard
+        return True
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    conn.settimeout(10.0)  # a client sends its request at once; one that does not is gone
+    head, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
+    if len(head) < 4:
+        head += _exactly(conn, 4 - len(head))
+    size = struct.unpack("<I", head)[0]
+    request = __import__("marshal").loads(_exactly(conn, size))
+    conn.settimeout(None)
+    return request, fds
+
+
+def _exactly(conn: socket.socket, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = conn.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _child(conn: socket.socket, key: str, info: dict) -> None:
+    """A command's process: never returns."""
+    log = os.dup(2)  # the server's log: the client's stderr replaces fd 2 below
+    accepted = False
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the command waits for its own children
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        try:
+            request, fds = _read_request(conn)
+        except (OSError, EOFError, ValueError, TypeError, struct.error):
+            os._exit(1)
+        if not isinstance(request, dict):
+            os._exit(1)
+        if request.get("protocol") != client.PROTOCOL or request.get("key") != key:
+            _reply(conn, client.REFUSED, 2)
+            os._exit(0)
+        if request.get("op") == "info":
+            _reply(conn, client.ACCEPTED, os.getpid())
+            data = __import__("marshal").dumps(info)
+            conn.sendall(len(data).to_bytes(4, "little") + data)
+            os._exit(0)
+        if request.get("op") != "run" or len(fds) != 3:
+            _reply(conn, client.REFUSED, 3)
+            os._exit(0)
+        _become(request, fds)
+        _reply(conn, client.ACCEPTED, os.getpid())
+        accepted = True
+        code = _run(request["args"])
+    except BaseException:  # noqa: BLE001 - the process must report and end, whatever happened
+        import traceback
+
+        text = traceback.format_exc()
+        try:
+            if accepted:  # the command's own failure, past main()'s handlers: the user sees it
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            else:  # the server's: the command runs in the client instead
+                os.write(log, text.encode("utf-8", "replace"))
+        except BaseException:  # noqa: BLE001
+            pass
+        code = 70
+    try:
+        _reply(conn, client.EXITED if accepted else client.REFUSED, code)
+    except OSError:
+        pass
+    os._exit(code)
+
+
+def _become(request: dict, fds: list[int]) -> None:
+    """Take the client's place: its folder, umask, environment and standard streams."""
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    (ie, ierr), (oe, oerr), (ee, eerr) = request["streams"]
+    # As the interpreter sets them up: stdout line-buffered on a terminal, stderr always.
+    sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding=ie, errors=ierr)
+    sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding=oe, errors=oerr, line_buffering=os.isatty(1))
+    sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding=ee, errors=eerr, line_buffering=True)
+    sys.argv = [request["argv0"], *request["args"]]
+
+
+def _run(args: list[str]) -> int:
+    """Run the command as ``opal`` would (:func:`opalgit.cli.run`), exit handlers and
+    all, and return its code."""
+    import atexit
+    import threading
+
+    from .cli import main
+
+    code = main(args)
+    # What the interpreter does at exit, before the code goes back: wait for the
+    # command's threads and run its exit handlers.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    return code
+
+
+def main(argv: list[str]) -> None:
+    """``python -c ... PATH IDLE`` with the key in ``OPAL_SERVER_KEY``: what
+    :func:`opalgit.client.spawn` runs."""
+    path, idle = argv[0], float(argv[1])
+    key = os.environ.pop("OPAL_SERVER_KEY")
+    serve(path, key, min(max(idle, 1.0), client.IDLE_MAX))
