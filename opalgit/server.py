@@ -33,10 +33,23 @@ from . import client
 TICK = 5.0
 
 
+#: Modules that do something when imported.
+_NOT_PRELOADED = frozenset({"opalgit.__main__"})
+
+
 def _preload() -> None:
     """Import what commands use, and build now what every command would build alike."""
-    from . import cli, cli_edit, cli_export, cli_history, cli_sync, porcelain  # noqa: F401
-    from .adapters import claude, codex, gemini  # noqa: F401
+    import importlib
+    import pkgutil
+
+    from . import __path__ as package_path
+
+    # Every module of the package (a command imports several lazily: the vault, the
+    # git runner, the pack windows...), and subprocess, which the git runner uses.
+    importlib.import_module("subprocess")
+    for found in pkgutil.walk_packages(package_path, "opalgit."):
+        if found.name not in _NOT_PRELOADED:
+            importlib.import_module(found.name)
     from . import secretrules
     from .redact import Rules
 
