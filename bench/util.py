@@ -59,10 +59,10 @@ _CONSOLE_SCRIPT = """#!{python}
 # -*- coding: utf-8 -*-
 import re
 import sys
-from opalgit.cli import run
+from opalgit.client import main
 if __name__ == '__main__':
     sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
-    sys.exit(run())
+    sys.exit(main())
 """
 
 
@@ -117,6 +117,8 @@ def median(xs: Sequence[float]) -> float:
 def hermetic_env(home: str) -> dict[str, str]:
     """HOME, git identity and opal's settings pointed into the bench's own folder."""
     os.makedirs(home, exist_ok=True)
+    runtime = os.path.join(home, "run")
+    os.makedirs(runtime, mode=0o700, exist_ok=True)
     gitconfig = os.path.join(home, ".gitconfig")
     with open(gitconfig, "w") as fh:
         fh.write("[user]\n\tname = Bench User\n\temail = bench@example.com\n[init]\n\tdefaultBranch = main\n"
@@ -138,6 +140,11 @@ def hermetic_env(home: str) -> dict[str, str]:
         # Compiled modules are cached (as in an installed opal) but outside the source tree;
         # PYTHONDONTWRITEBYTECODE would make every process compile opal again (~0.1 s).
         "PYTHONPYCACHEPREFIX": os.path.join(home, ".pycache"),
+        # Every command in a process of its own, start-up included, as the targets are
+        # stated; the rows measured through the command server say so and use their
+        # own environment (Bench.served_env). Its socket stays in the bench's folder.
+        "OPAL_SERVER": "off",
+        "XDG_RUNTIME_DIR": runtime,
         # Measure this working tree's opal, whatever is installed.
         "PYTHONPATH": ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
     })

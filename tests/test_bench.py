@@ -35,6 +35,13 @@ def test_quick_bench_reports_every_row(tmp_path):
     for rid in ROW_IDS:
         assert rows[rid]["status"] in ("ok", "MISS", "info", "n/a"), rows[rid]
     assert data["config"]["quick"] is True
+    # The rows measured through the command server, and the server stopped at the end.
+    for rid in ("incremental.cold", "read.log.served", "hooks.served"):
+        assert rows[rid]["status"] == "info", rows[rid]
+    assert rows["incremental"]["extra"]["server"] is True
+    assert data["command_servers"]
+    for pid in data["command_servers"]:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
     assert data["machine"]["cores"]
     # The table is printed and written as Markdown too.
     for rid in ROW_IDS:
