@@ -104,7 +104,9 @@ def isolated_python(folder: str) -> tuple[str, list[str], str]:
         os.chmod(opal, 0o755)
         subprocess.run([python, "-c", "import opalgit, pygit2, click, msgpack, zstandard, orjson"],
                        capture_output=True, timeout=60, check=True)
-        subprocess.run([opal, "--version"], capture_output=True, timeout=60, check=True)
+        # A check, not a timing: in a process of its own, starting no command server.
+        subprocess.run([opal, "--version"], capture_output=True, timeout=60, check=True,
+                       env=dict(os.environ, OPAL_SERVER="off"))
     except (OSError, subprocess.SubprocessError) as exc:
         return sys.executable, [sys.executable, "-m", "opalgit"], f"{sys.executable} -m opalgit (no venv: {exc})"
     return python, [opal], f"the opal console script in a venv of {sys.executable}; site-packages as plain paths"

@@ -53,10 +53,10 @@ def package_dir() -> str:
 
 
 def server_key(env: "os._Environ[str] | dict[str, str]", package: str | None = None) -> str:
-    """What a server must share with a client to run its commands: the interpreter,
-    this package's location (or ``package``), and the environment variables in
-    :data:`KEY_VARS`."""
-    parts = [f"protocol={PROTOCOL}", sys.executable, sys.version, package or package_dir()]
+    """What a server must share with a client to run its commands: the interpreter and
+    its options (``-O``, ``-X dev``...), this package's location (or ``package``), and
+    the environment variables in :data:`KEY_VARS`."""
+    parts = [f"protocol={PROTOCOL}", sys.executable, sys.version, repr(sys.flags), package or package_dir()]
     parts += sorted(f"{k}={v}" for k, v in env.items() if k in KEY_VARS or k.startswith(KEY_PREFIXES))
     return "\n".join(parts)
 
@@ -282,8 +282,10 @@ def spawn(path: str, key: str, idle: float | None = None):  # -> subprocess.Pope
     env = dict(os.environ, OPAL_SERVER_KEY=key)
     try:
         with open(path + ".log", "wb") as log:
+            # The server runs with this interpreter's options, as the key says.
+            flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
             return subprocess.Popen(
-                [sys.executable, "-c", code, os.path.dirname(package_dir()), path, str(idle)],
+                [sys.executable, *flags, "-c", code, os.path.dirname(package_dir()), path, str(idle)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", start_new_session=True, close_fds=True,
                 env=env,
             )

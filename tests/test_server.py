@@ -498,6 +498,26 @@ def test_key_follows_what_the_server_process_depends_on():
         assert client.server_key({**base, **change}) != key, change
 
 
+def test_key_follows_the_interpreters_options():
+    code = "from opalgit import client; print(client.server_key({'HOME': '/h'}))"
+    keys = [subprocess.run([sys.executable, *opts, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           check=True).stdout for opts in ([], ["-O"], ["-X", "dev"])]
+    assert len(set(keys)) == 3
+
+
+def test_a_server_runs_with_the_clients_options(served, project):
+    r = subprocess.run([sys.executable, "-O", "-m", "opalgit", "--version"], env=served.env, capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert r.returncode == 0
+    code = ("import sys, time; from opalgit import client; k = client.server_key(dict(__import__('os').environ)); "
+            "p = client.socket_path(__import__('os').environ, k); t = time.monotonic() + 15\n"
+            "while client.server_info(p, k) is None and time.monotonic() < t: time.sleep(0.05)\n"
+            "print(client.server_info(p, k)['pid'])")
+    pid = int(subprocess.run([sys.executable, "-O", "-c", code], env=served.env, capture_output=True, text=True,
+                             cwd=ROOT, check=True).stdout)
+    assert b"-O" in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+
+
 def test_idle_timeout_is_bounded():
     assert client.idle_timeout({}) == client.IDLE_DEFAULT
     assert client.idle_timeout({"OPAL_SERVER_IDLE": "0"}) == 1.0
