@@ -48,8 +48,12 @@ def _preload() -> None:
     # git runner, the pack windows...), and subprocess, which the git runner uses.
     importlib.import_module("subprocess")
     for found in pkgutil.walk_packages(package_path, "opalgit."):
-        if found.name not in _NOT_PRELOADED:
+        if found.name in _NOT_PRELOADED:
+            continue
+        try:
             importlib.import_module(found.name)
+        except Exception as exc:  # noqa: BLE001 - a command that needs it says why, as in its own process
+            print(f"opal server: not preloaded: {found.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     from . import secretrules
     from .redact import Rules
 

@@ -442,6 +442,20 @@ def test_changed_code_is_never_run_by_an_old_server(served, project, tmp_path):
     assert served.opal("--version", env=env, cwd=tmp_path).stdout.strip() == "opal 0.1.0+changed"
 
 
+def test_a_module_that_fails_to_load_does_not_stop_the_server(served, project, tmp_path):
+    copy = tmp_path / "pkg"
+    shutil.copytree(os.path.join(ROOT, "opalgit"), copy / "opalgit", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "opalgit" / "zz_broken.py").write_text("raise ImportError('a plugin with a missing dependency')\n")
+    env, package = {"PYTHONPATH": str(copy)}, str(copy / "opalgit")
+    r = served.opal("server", "start", "--json", env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    before = served.info(env, package)["served"]
+    assert served.opal("--version", env=env, cwd=tmp_path).stdout.startswith("opal ")
+    assert served.info(env, package)["served"] - before == 2
+    log = open(client.socket_path({**served.env, **env}, client.server_key({**served.env, **env}, package)) + ".log").read()
+    assert "not preloaded: opalgit.zz_broken: ImportError: a plugin with a missing dependency" in log
+
+
 def test_a_later_server_takes_the_socket_and_the_first_stops(served, project):
     first = served.start()["pid"]
     key = client.server_key(served.env)
