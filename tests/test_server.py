@@ -452,7 +452,8 @@ def test_a_module_that_fails_to_load_does_not_stop_the_server(served, project, t
     before = served.info(env, package)["served"]
     assert served.opal("--version", env=env, cwd=tmp_path).stdout.startswith("opal ")
     assert served.info(env, package)["served"] - before == 2
-    log = open(client.socket_path({**served.env, **env}, client.server_key({**served.env, **env}, package)) + ".log").read()
+    full = {**served.env, **env}
+    log = open(client.socket_path(full, client.server_key(full, package)) + ".log").read()
     assert "not preloaded: opalgit.zz_broken: ImportError: a plugin with a missing dependency" in log
 
 
