@@ -47,6 +47,10 @@ def test_kill_minus_9_at_random_moments_never_breaks_the_repository(project, hom
     cursor = 1
     committed: set[str] = set()
     kills = 0
+    # How long a command takes when it is not killed, measured as the test goes: the
+    # kill moments are spread over that, so that they land inside the command however
+    # fast the machine is (fixed delays killed fewer commands the faster it ran).
+    took = [0.4]
     # OPAL_KILL_ROUNDS raises the count for a long stress run (the default keeps CI quick).
     rounds = int(os.environ.get("OPAL_KILL_ROUNDS", "24"))
     for attempt in range(rounds):
@@ -55,14 +59,17 @@ def test_kill_minus_9_at_random_moments_never_breaks_the_repository(project, hom
             fh.writelines(data[cursor : cursor + grow_by])
         cursor = min(len(data), cursor + grow_by)
         command = rng.choice([["commit"], ["commit"], ["commit"], ["rewind", "1"], ["undo"]])
+        started = time.monotonic()
         proc = spawn(command, project, env)
-        # Half the kills land during start-up and reading, half while objects and
-        # refs are being written.
-        time.sleep(rng.uniform(0.0, 0.3) if rng.random() < 0.5 else rng.uniform(0.3, 1.2))
+        # Kill moments spread from start-up (reading) to the end (objects and refs
+        # being written), and a few past it.
+        time.sleep(rng.uniform(0.0, 1.2) * sorted(took)[len(took) // 2])
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
         out, err = proc.communicate(timeout=60)
+        if proc.returncode != -signal.SIGKILL:
+            took.append(time.monotonic() - started)
         assert "Traceback" not in err
         if proc.returncode == 0 and command == ["commit"] and "nothing to commit" not in out:
             head = git("rev-parse", "refs/opal/heads/main", cwd=str(project)).stdout.strip()
