@@ -106,6 +106,29 @@ def mode() -> str:
     return "auto"
 
 
+#: Commands that always run in the client's own process: ``server`` manages the
+#: server itself, and ``resume`` starts an agent, an interactive program that belongs
+#: in the terminal's foreground process group (where Ctrl-C and job control reach it),
+#: which a server's process is not.
+LOCAL_COMMANDS = frozenset({"server", "resume"})
+
+#: The global options that take a value (see opalgit.cli.cli).
+_VALUED = frozenset({"-C", "--color"})
+
+
+def command_name(args: list[str]) -> str | None:
+    """The command ``args`` run (the first word after the global options), if any."""
+    it = iter(args)
+    for arg in it:
+        if arg in _VALUED:
+            next(it, None)
+        elif arg == "--":
+            return next(it, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def _run_here() -> None:
     from .cli import run
 
@@ -133,7 +156,7 @@ def main() -> None:
     """The ``opal`` program."""
     how = mode()
     args = sys.argv[1:]
-    if how == "off" or (args[:1] == ["server"]) or _wants_terminal() or not _streams_ok():
+    if how == "off" or command_name(args) in LOCAL_COMMANDS or _wants_terminal() or not _streams_ok():
         _run_here()
         return
     env = os.environ

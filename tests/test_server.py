@@ -321,6 +321,25 @@ def test_an_interactive_terminal_runs_the_command_here(served, project):
     assert served.served() - before == 1  # only the info request
 
 
+def test_commands_that_start_an_agent_or_manage_the_server_run_here(served, project):
+    served.start()
+    assert served.opal("init", cwd=project).returncode == 0
+    before = served.served()
+    for args in (["resume", "--agent", "codex"], ["-C", str(project), "resume", "--agent", "claude"],
+                 ["--color", "never", "server", "status"]):
+        served.opal(*args, cwd=project)
+    assert served.served() - before == 2  # the info requests of 'server status' and of this test
+
+
+def test_command_name_skips_the_global_options():
+    assert client.command_name(["-C", "server", "log"]) == "log"
+    assert client.command_name(["--color", "never", "-v", "resume", "--agent", "x"]) == "resume"
+    assert client.command_name(["--color=never", "--no-pager", "server"]) == "server"
+    assert client.command_name(["--", "log"]) == "log"
+    assert client.command_name(["--version"]) is None
+    assert client.command_name([]) is None
+
+
 def test_many_commands_at_once(served, project):
     served.start()
     assert served.opal("init", cwd=project).returncode == 0
