@@ -106,11 +106,15 @@ def mode() -> str:
     return "auto"
 
 
-#: Commands that always run in the client's own process: ``server`` manages the
-#: server itself, and ``resume`` starts an agent, an interactive program that belongs
-#: in the terminal's foreground process group (where Ctrl-C and job control reach it),
-#: which a server's process is not.
-LOCAL_COMMANDS = frozenset({"server", "resume"})
+#: Commands that always run in the client's own process (a command, or a command and
+#: its subcommand): ``server`` manages the server itself; ``resume`` starts an agent, an
+#: interactive program that belongs in the terminal's foreground process group (where
+#: Ctrl-C and job control reach it), which a server's process is not; and the commands
+#: that talk to a remote run git, which (or ssh) may open the terminal to ask for a
+#: password, and a server's process has no terminal. Their time is the network's anyway.
+LOCAL_COMMANDS = frozenset({
+    ("server",), ("resume",), ("push",), ("fetch",), ("pull",), ("clone-state",), ("hook", "pre-push"),
+})
 
 #: The global options that take a value (see opalgit.cli.cli).
 _VALUED = frozenset({"-C", "--color"})
@@ -127,6 +131,18 @@ def command_name(args: list[str]) -> str | None:
         elif not arg.startswith("-"):
             return arg
     return None
+
+
+def runs_here(args: list[str]) -> bool:
+    """Whether ``args`` name a command of :data:`LOCAL_COMMANDS`."""
+    name = command_name(args)
+    if name is None:
+        return False
+    if (name,) in LOCAL_COMMANDS:
+        return True
+    rest = args[args.index(name) + 1:]
+    sub = next((a for a in rest if not a.startswith("-")), None)
+    return (name, sub) in LOCAL_COMMANDS
 
 
 def _run_here() -> None:
@@ -156,7 +172,7 @@ def main() -> None:
     """The ``opal`` program."""
     how = mode()
     args = sys.argv[1:]
-    if how == "off" or command_name(args) in LOCAL_COMMANDS or _wants_terminal() or not _streams_ok():
+    if how == "off" or runs_here(args) or _wants_terminal() or not _streams_ok():
         _run_here()
         return
     env = os.environ

@@ -222,10 +222,11 @@ def test_umask_is_the_clients(served, project, tmp_path):
 # ------------------------------------------------------------------- streams, signals
 
 
-def _pushing(served: Served, project, server_pid: int) -> tuple[subprocess.Popen, int]:
-    """``opal hook pre-push``, which reads its standard input to the end: it waits on a
-    pipe this test holds, in the server's command process (found by its working folder)."""
-    proc = served.popen("hook", "pre-push", "origin", "file:///nowhere", cwd=project)
+def _reading(served: Served, project, server_pid: int) -> tuple[subprocess.Popen, int]:
+    """``opal hook post-rewrite``, which reads its standard input to the end: it waits on
+    a pipe this test holds, in the server's command process (found by its working
+    folder)."""
+    proc = served.popen("hook", "post-rewrite", "amend", cwd=project)
     found: list[int] = []
 
     def reading() -> bool:
@@ -275,7 +276,7 @@ def _command_processes(server_pid: int) -> list[int]:
 def test_standard_input_is_the_clients(served, project):
     info = served.start()
     assert served.opal("init", cwd=project).returncode == 0
-    proc, child = _pushing(served, project, info["pid"])
+    proc, child = _reading(served, project, info["pid"])
     time.sleep(0.2)
     assert proc.poll() is None  # still reading the pipe this test holds
     out, err = proc.communicate("", timeout=60)
@@ -286,7 +287,7 @@ def test_standard_input_is_the_clients(served, project):
 def test_ctrl_c_reaches_the_command(served, project):
     info = served.start()
     assert served.opal("init", cwd=project).returncode == 0
-    proc, child = _pushing(served, project, info["pid"])
+    proc, child = _reading(served, project, info["pid"])
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)  # with its input still open: only the signal can end it
     out, err = proc.communicate(timeout=60)
@@ -298,7 +299,7 @@ def test_ctrl_c_reaches_the_command(served, project):
 def test_a_killed_command_is_reported_not_retried(served, project):
     info = served.start()
     assert served.opal("init", cwd=project).returncode == 0
-    proc, child = _pushing(served, project, info["pid"])
+    proc, child = _reading(served, project, info["pid"])
     os.kill(child, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
@@ -326,9 +327,24 @@ def test_commands_that_start_an_agent_or_manage_the_server_run_here(served, proj
     assert served.opal("init", cwd=project).returncode == 0
     before = served.served()
     for args in (["resume", "--agent", "codex"], ["-C", str(project), "resume", "--agent", "claude"],
-                 ["--color", "never", "server", "status"]):
+                 ["--color", "never", "server", "status"], ["push"], ["fetch"], ["pull"],
+                 ["clone-state", str(project / "nowhere")]):
         served.opal(*args, cwd=project)
+    served.opal("hook", "pre-push", "origin", "file:///nowhere", cwd=project, input="")
     assert served.served() - before == 2  # the info requests of 'server status' and of this test
+    # ... while the other hooks are served.
+    served.opal("hook", "post-commit", cwd=project)
+    served.opal("hook", "post-rewrite", "amend", cwd=project, input="")
+    assert served.served() - before == 2 + 2 + 1
+
+
+def test_runs_here():
+    assert client.runs_here(["-v", "push", "origin"])
+    assert client.runs_here(["hook", "pre-push", "origin", "url"])
+    assert not client.runs_here(["hook", "post-commit"])
+    assert not client.runs_here(["commit", "-m", "push"])
+    assert not client.runs_here(["log", "push"])
+    assert not client.runs_here([])
 
 
 def test_command_name_skips_the_global_options():
