@@ -20,8 +20,9 @@ one. Nothing is ever run twice: a command the server accepted is never retried h
 ``OPAL_SERVER=off`` turns all of this off; with the environment variable ``CI`` set a
 server is used if one runs but never started. Commands at an interactive terminal
 (standard input and output both a terminal) run here too: they may page, and a pager
-needs the terminal that only this process has. ``opal server`` and the hook that
-installs it are in :mod:`opalgit.cli_server`. See docs/server.md.
+needs the terminal that only this process has; so do the few in
+:data:`LOCAL_COMMANDS`. ``opal server status|start|stop`` is in
+:mod:`opalgit.cli_server`. See docs/server.md.
 """
 
 from __future__ import annotations
@@ -120,29 +121,37 @@ LOCAL_COMMANDS = frozenset({
 _VALUED = frozenset({"-C", "--color"})
 
 
-def command_name(args: list[str]) -> str | None:
-    """The command ``args`` run (the first word after the global options), if any."""
-    it = iter(args)
-    for arg in it:
+def _command_at(args: list[str]) -> int | None:
+    """Where in ``args`` the command is: the first word after the global options."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
         if arg in _VALUED:
-            next(it, None)
-        elif arg == "--":
-            return next(it, None)
-        elif not arg.startswith("-"):
-            return arg
+            i += 2
+            continue
+        if arg == "--":
+            return i + 1 if i + 1 < len(args) else None
+        if not arg.startswith("-"):
+            return i
+        i += 1
     return None
+
+
+def command_name(args: list[str]) -> str | None:
+    """The command ``args`` run, if any."""
+    at = _command_at(args)
+    return None if at is None else args[at]
 
 
 def runs_here(args: list[str]) -> bool:
     """Whether ``args`` name a command of :data:`LOCAL_COMMANDS`."""
-    name = command_name(args)
-    if name is None:
+    at = _command_at(args)
+    if at is None:
         return False
-    if (name,) in LOCAL_COMMANDS:
+    if (args[at],) in LOCAL_COMMANDS:
         return True
-    rest = args[args.index(name) + 1:]
-    sub = next((a for a in rest if not a.startswith("-")), None)
-    return (name, sub) in LOCAL_COMMANDS
+    sub = next((a for a in args[at + 1:] if not a.startswith("-")), None)
+    return (args[at], sub) in LOCAL_COMMANDS
 
 
 def _run_here() -> None:

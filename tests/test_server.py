@@ -345,6 +345,8 @@ def test_runs_here():
     assert not client.runs_here(["commit", "-m", "push"])
     assert not client.runs_here(["log", "push"])
     assert not client.runs_here([])
+    assert not client.runs_here(["-C", "hook", "hook", "post-commit"])
+    assert client.runs_here(["-C", "push", "push"])
 
 
 def test_command_name_skips_the_global_options():
