@@ -169,8 +169,14 @@ def serve(path: str, key: str, idle: float) -> None:
         return
     finally:
         listener.close()
-        if _ours(path, ident):
-            for name in (path, path + ".pid"):
+        if _ours(path, ident):  # not when displaced: the newer server's files have these names
+            names = [path, path + ".pid"]
+            try:
+                if os.path.getsize(path + ".log") == 0:  # nothing to say: no file left behind
+                    names.append(path + ".log")
+            except OSError:
+                pass
+            for name in names:
                 try:
                     os.unlink(name)
                 except OSError:

@@ -443,6 +443,7 @@ def test_stop_and_status(served, project):
     assert r.returncode == 0 and f"Stopped command server {info['pid']}" in r.stdout
     assert _wait_gone(info["pid"], 10)
     assert not _sockets(served)  # the socket went with it
+    assert not os.listdir(served.folder)  # and its pid file and its log, which said nothing
 
 
 def _sockets(served: Served) -> list[str]:
