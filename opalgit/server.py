@@ -108,6 +108,7 @@ def serve(path: str, key: str, idle: float) -> None:
     _preload()
     stamps = _module_files()
     started = time.time()
+    me = os.getpid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # Bind beside the final name, then rename over it: a client never meets a half-made
     # socket, and of two servers started at once the later one simply takes the name.
@@ -169,7 +170,9 @@ def serve(path: str, key: str, idle: float) -> None:
         return
     finally:
         listener.close()
-        if _ours(path, ident):  # not when displaced: the newer server's files have these names
+        # Not in a command's process (a signal between its fork and its own handlers
+        # lands here), nor when displaced: the newer server's files have these names.
+        if os.getpid() == me and _ours(path, ident):
             names = [path, path + ".pid"]
             try:
                 if os.path.getsize(path + ".log") == 0:  # nothing to say: no file left behind
