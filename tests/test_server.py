@@ -534,6 +534,17 @@ def test_the_client_imports_nothing_heavy():
     assert r.stdout.strip() == "[]"
 
 
+def test_the_server_keeps_nothing_a_command_works_out_from_its_environment():
+    # What the server loads is shared by every command; what a command derives from its
+    # environment or the installed packages (the temporary folder, the adapters found
+    # through package metadata) must be worked out in the command's own process.
+    code = ("from opalgit import server; server._preload(); import tempfile; from opalgit import adapters; "
+            "print(tempfile.tempdir, adapters._cache)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["None", "None"]
+
+
 def test_the_opal_program_is_the_client():
     import tomllib
 
