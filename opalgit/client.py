@@ -226,7 +226,12 @@ def connect(path: str):  # -> _socket.socket | None
     return sock
 
 
-def send_request(sock, payload: bytes, fds: tuple[int, ...]) -> None:
+# The wire, both ways: a message is its length (4 bytes, little-endian) and its bytes
+# (a request, or the server's description of itself); a reply is one kind byte and a
+# signed 4-byte number. The file descriptors of a request travel with its first bytes.
+
+
+def send_message(sock, payload: bytes, fds: tuple[int, ...] = ()) -> None:
     import _socket
     import struct
 
@@ -238,17 +243,34 @@ def send_request(sock, payload: bytes, fds: tuple[int, ...]) -> None:
         view = view[sock.send(view):]
 
 
-def read_reply(sock) -> tuple[bytes, int] | None:
-    """One reply: its kind and number, or None if the server hung up first."""
-    buf = b""
-    while len(buf) < 5:
-        try:
-            chunk = sock.recv(5 - len(buf))
-        except InterruptedError:  # pragma: no cover - Python retries EINTR itself
-            continue
+def recv_exactly(sock, n: int) -> bytes | None:
+    """``n`` bytes from ``sock``, or None if the other side hung up first."""
+    parts, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             return None
-        buf += chunk
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def recv_message(sock, head: bytes = b"") -> bytes | None:
+    """A message's bytes (``head``: its first bytes, already received), or None if
+    the other side hung up first."""
+    if len(head) < 4:
+        rest = recv_exactly(sock, 4 - len(head))
+        if rest is None:
+            return None
+        head += rest
+    return recv_exactly(sock, int.from_bytes(head[:4], "little"))
+
+
+def read_reply(sock) -> tuple[bytes, int] | None:
+    """One reply: its kind and number, or None if the server hung up first."""
+    buf = recv_exactly(sock, 5)
+    if buf is None:
+        return None
     return buf[:1], int.from_bytes(buf[1:], "little", signed=True)
 
 
@@ -285,7 +307,7 @@ def _try_server(path: str, key: str, args: list[str]) -> int | None:
         if payload is None:
             return None
         try:
-            send_request(sock, payload, (0, 1, 2))
+            send_message(sock, payload, (0, 1, 2))
             reply = read_reply(sock)
         except OSError:
             reply = None
@@ -400,23 +422,13 @@ def server_info(path: str, key: str) -> dict | None:
         return None
     try:
         sock.settimeout(10.0)
-        send_request(sock, marshal.dumps({"protocol": PROTOCOL, "op": "info", "key": key}), ())
+        send_message(sock, marshal.dumps({"protocol": PROTOCOL, "op": "info", "key": key}))
         reply = read_reply(sock)
         if reply is None or reply[0] != ACCEPTED:
             return None
-        size = b""
-        while len(size) < 4:
-            chunk = sock.recv(4 - len(size))
-            if not chunk:
-                return None
-            size += chunk
-        data = b""
-        want = int.from_bytes(size, "little")
-        while len(data) < want:
-            chunk = sock.recv(want - len(data))
-            if not chunk:
-                return None
-            data += chunk
+        data = recv_message(sock)
+        if data is None:
+            return None
         info = marshal.loads(data)
         return info if isinstance(info, dict) else None
     except (OSError, ValueError, EOFError):

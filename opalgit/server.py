@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import io
+import marshal
 import os
 import signal
 import socket
@@ -203,24 +204,12 @@ def _same_user(conn: socket.socket) -> bool:
 
 def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
     conn.settimeout(10.0)  # a client sends its request at once; one that does not is gone
-    head, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
-    if len(head) < 4:
-        head += _exactly(conn, 4 - len(head))
-    size = struct.unpack("<I", head)[0]
-    request = __import__("marshal").loads(_exactly(conn, size))
+    head, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)  # the descriptors come with the first bytes
+    data = client.recv_message(conn, head) if head else None
+    if data is None:
+        raise EOFError
     conn.settimeout(None)
-    return request, fds
-
-
-def _exactly(conn: socket.socket, n: int) -> bytes:
-    parts, got = [], 0
-    while got < n:
-        chunk = conn.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
+    return marshal.loads(data), fds
 
 
 def _child(conn: socket.socket, key: str, info: dict) -> None:
@@ -235,7 +224,7 @@ def _child(conn: socket.socket, key: str, info: dict) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         try:
             request, fds = _read_request(conn)
-        except (OSError, EOFError, ValueError, TypeError, struct.error):
+        except (OSError, EOFError, ValueError, TypeError):
             os._exit(1)
         if not isinstance(request, dict):
             os._exit(1)
@@ -244,8 +233,7 @@ def _child(conn: socket.socket, key: str, info: dict) -> None:
             os._exit(0)
         if request.get("op") == "info":
             _reply(conn, client.ACCEPTED, os.getpid())
-            data = __import__("marshal").dumps(info)
-            conn.sendall(len(data).to_bytes(4, "little") + data)
+            client.send_message(conn, marshal.dumps(info))
             os._exit(0)
         if request.get("op") != "run" or len(fds) != 3:
             _reply(conn, client.REFUSED, 3)
