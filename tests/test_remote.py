@@ -477,3 +477,34 @@ def test_cli_push_fetch_errors(tmp_path, home):
     assert r.returncode == 2 and "no remote named 'nowhere'" in r.stderr
     r = opal("fetch", cwd=a)
     assert r.returncode == 0 and "origin: up to date" in r.stdout
+
+
+# ------------------------------------------------------------------ issue 17, item 11
+
+
+def test_a_failed_clone_state_records_no_remote(tmp_path, home):
+    bare = make_remote(tmp_path)
+    b = tmp_path / "b"
+    git("clone", "-q", bare, str(b))
+    git("remote", "remove", "origin", cwd=str(b))  # state only: clone-state records the remote itself
+    wrong = str(tmp_path / "srv" / "typo.git")
+    r = opal("clone-state", wrong, cwd=b)
+    assert r.returncode == 1, r.stderr
+    assert "cannot fetch from origin" in r.stderr
+    assert "no remote was recorded and nothing was fetched" in r.stderr and f"opal clone-state {wrong}' again" in r.stderr
+    assert "nothing was changed" not in r.stderr
+    assert opal("config", "remote.origin.url", cwd=b).returncode == 1  # not recorded
+    assert not [ln for ln in refs_of(b).splitlines() if "refs/opal/" in ln]
+    # So the right URL just works, under the name the wrong one would have taken.
+    r = opal("clone-state", bare, cwd=b)
+    assert r.returncode == 0, r.stderr
+    assert f"Remote origin -> {bare}" in r.stdout
+    assert opal("config", "remote.origin.url", cwd=b).stdout.strip() == bare
+
+
+def test_a_failed_clone_state_with_a_name_says_how_to_retry(tmp_path, home):
+    bare = make_remote(tmp_path)
+    b = clone(tmp_path, bare, "b")
+    r = opal("clone-state", str(tmp_path / "nowhere"), "--name", "state", cwd=b)
+    assert r.returncode == 1 and "--name state' again" in r.stderr
+    assert opal("config", "remote.state.url", cwd=b).returncode == 1

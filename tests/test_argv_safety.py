@@ -1,0 +1,213 @@
+"""Nothing from outside opal becomes an option or a command of git (issue 17, item 1).
+
+Every value that reaches git from opal's config, a remote, a session file or the user
+is an operand after ``--``, or is refused first when git would still read it as an
+option or a command. These tests run the real ``git`` against real bare repositories
+and look for the file the planted command would have created.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from opalgit import porcelain, remote
+from opalgit.argv import check_url, command
+from opalgit.errors import UsageError
+from opalgit.remote import Remote, RemoteError
+from opalgit.repo import Repository
+from tests.conftest import git, opal
+from tests.core.test_porcelain import place
+from tests.test_remote import clone, env_of, make_remote, open_repo
+
+ISSUE_URL = "--upload-pack=touch PWNED"  # the exact value of the issue's report
+
+
+def planted(root) -> list[str]:
+    """Every file named PWNED under ``root``: what a command that ran would have left."""
+    return [os.path.join(d, f) for d, _, files in os.walk(str(root)) for f in files if f.startswith("PWNED")]
+
+
+def old_config(repo_path, name: str, url: str) -> None:
+    """A remote written into opal's config by hand, or by an opal that did not check."""
+    with open(os.path.join(str(repo_path), ".git", "opal", "config"), "a") as fh:
+        fh.write(f'[remote "{name}"]\n\turl = {url}\n')
+
+
+@pytest.fixture
+def checkout(tmp_path, home):
+    """A clone of a shared bare remote, opal set up, one state committed."""
+    bare = make_remote(tmp_path)
+    a = clone(tmp_path, bare, "a")
+    place(home, a, lines=12)
+    porcelain.commit(open_repo(a), env_of(home), str(a))
+    return a
+
+
+# ------------------------------------------------------------------ the issue's report
+
+
+def test_issue_repro_config_refuses_an_option_as_url(checkout, tmp_path):
+    r = opal("config", "remote.evil.url", "--", ISSUE_URL, cwd=checkout)
+    assert r.returncode == 2, r.stderr
+    assert "refusing URL '--upload-pack=touch PWNED'" in r.stderr and "starts with '-'" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert opal("config", "remote.evil.url", cwd=checkout).returncode == 1  # nothing was written
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["fetch", "evil"], ["pull", "evil"], ["push", "evil"], ["push", "evil", "main"], ["pull", "evil", "main"]],
+)
+def test_issue_repro_an_old_config_runs_nothing(checkout, tmp_path, args):
+    old_config(checkout, "evil", ISSUE_URL)
+    r = opal(*args, cwd=checkout)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "refusing URL '--upload-pack=touch PWNED' (remote.evil.url in " in r.stderr
+    assert "ls-remote --upload-pack" not in r.stderr  # the hint names no command with the option
+    assert planted(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["clone-state", "--", ISSUE_URL],
+        ["fetch", "--", "--upload-pack=touch PWNED:x"],
+        ["pull", "--", "--upload-pack=touch PWNED:x"],
+        ["push", "--", "--receive-pack=touch PWNED:x"],
+        ["push", "--", "--receive-pack=touch:PWNED", "main"],
+        ["push", "--", "--exec=touch PWNED"],
+    ],
+)
+def test_an_option_given_as_the_remote_is_refused(checkout, tmp_path, args):
+    r = opal(*args, cwd=checkout)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "refusing URL" in r.stderr and "starts with '-'" in r.stderr
+    assert planted(tmp_path) == []
+
+
+def test_clone_state_refuses_before_setting_anything_up(tmp_path):
+    fresh = tmp_path / "fresh"
+    git("init", "-q", str(fresh))
+    r = opal("clone-state", "--", ISSUE_URL, cwd=fresh)
+    assert r.returncode == 2 and "refusing URL" in r.stderr
+    assert not os.path.exists(fresh / ".git" / "opal")  # not even 'opal init'
+    assert planted(tmp_path) == []
+
+
+def test_branch_names_that_read_as_options_are_refused(checkout, tmp_path):
+    for args in (["push", "origin", "--", "--receive-pack=x"], ["push", "origin", "--", "main:-x"], ["pull", "origin", "--", "-x"]):
+        r = opal(*args, cwd=checkout)
+        assert r.returncode == 2 and "is not a valid branch name" in r.stderr, (args, r.stderr)
+
+
+def test_a_git_remote_whose_name_reads_as_an_option_is_refused(checkout, tmp_path):
+    git("remote", "add", "--", "-evil", str(tmp_path / "srv" / "shared.git"), cwd=str(checkout))
+    r = opal("fetch", "--", "-evil", cwd=checkout)
+    assert r.returncode == 2 and "'-evil' cannot be used as a remote name" in r.stderr and "git remote rename" in r.stderr
+
+
+def test_the_pre_push_hook_refuses_a_remote_that_reads_as_an_option(checkout, tmp_path, home):
+    # With push.withCode, the hook pushes state to what git names: an option is refused there too.
+    repo = open_repo(checkout)
+    with pytest.raises(UsageError) as err:
+        remote.push(repo, env_of(home), "--receive-pack=touch PWNED")
+    assert "refusing URL" in err.value.message
+    assert planted(tmp_path) == []
+
+
+# ------------------------------------------------------------------ '--' behind the checks
+
+
+def test_the_remote_reaches_git_after_double_dash(checkout, tmp_path, home):
+    """Even a value that got past the checks is an operand: git refuses it as a path."""
+    repo = open_repo(checkout)
+    evil = Remote("evil", ISSUE_URL, ISSUE_URL)
+    with pytest.raises(RemoteError) as err:
+        remote._fetch(repo, env_of(home), evil)
+    assert "strange pathname" in err.value.message
+    head = repo.refs.get("refs/opal/heads/main")
+    push_evil = Remote("evil", "--receive-pack=touch PWNED", "--receive-pack=touch PWNED")
+    with pytest.raises(RemoteError) as err:
+        remote._push_once(repo, env_of(home), push_evil, [f"{head.hex()}:refs/opal/heads/main"], [], rb="main", local="main")
+    assert "strange pathname" in err.value.message
+    assert planted(tmp_path) == []
+    assert not [n for n in repo.refs.all() if n.startswith(remote.STAGING_PREFIX)]
+
+
+# ------------------------------------------------------------------ transports that run commands
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c touch% PWNED", "EXT::sh -c touch% PWNED", "fd::7"])
+def test_command_transports_are_never_handed_to_git(checkout, tmp_path, url):
+    # Even where the user's git allows every protocol, opal does not pass one itself.
+    git("config", "protocol.allow", "always", cwd=str(checkout))
+    r = opal("config", "remote.x.url", url, cwd=checkout)
+    assert r.returncode == 2 and "transport runs a command" in r.stderr and "git remote add" in r.stderr
+    old_config(checkout, "x", url)
+    for args in (["fetch", "x"], ["push", "x"], ["pull", "x"], ["push", url], ["clone-state", url, "--name", "y"]):
+        r = opal(*args, cwd=checkout)
+        assert r.returncode == 2 and "transport runs a command" in r.stderr, (args, r.stderr)
+    assert planted(tmp_path) == []
+
+
+def test_a_git_remote_with_ext_is_left_to_gits_own_rules(checkout, tmp_path):
+    # opal gives git the remote's name; git's default protocol.ext.allow (never) refuses it.
+    git("remote", "add", "ext", "ext::sh -c touch% PWNED", cwd=str(checkout))
+    r = opal("fetch", "ext", cwd=checkout)
+    assert r.returncode == 1 and "transport 'ext' not allowed" in r.stderr, r.stderr
+    assert planted(tmp_path) == []
+
+
+def test_an_ssh_host_that_reads_as_an_option_is_blocked(checkout, tmp_path):
+    marker = tmp_path / "PWNED-ssh"
+    r = opal("config", "remote.s.url", f"ssh://-oProxyCommand=touch%20{marker}/x", cwd=checkout)
+    assert r.returncode == 0  # a URL that starts like one: git itself refuses the host
+    r = opal("fetch", "s", cwd=checkout)
+    assert r.returncode == 1 and "strange hostname" in r.stderr, r.stderr
+    assert planted(tmp_path) == []
+
+
+def test_check_url_accepts_ordinary_urls():
+    for url in ("git@example.com:team/app.git", "https://example.com/a.git", "file:///srv/a.git", "../a.git", "./-odd",
+                "/srv/-odd.git", "ssh://host/x", "origin-mirror:x"):
+        assert check_url(url, source="test") == url
+    for url in ("", " ", "-x", "a\nb", "ext::x", "fd::3"):
+        with pytest.raises(UsageError):
+            check_url(url, source="test")
+
+
+# ------------------------------------------------------------------ hints that can be pasted
+
+
+def test_hints_quote_what_a_remote_or_a_config_named(checkout, tmp_path, home):
+    """A command in a hint is safe to paste: a name with '$(...)' stays a name."""
+    name = "$(touch${IFS}PWNED-hint)"
+    bare = str(tmp_path / "srv" / "shared.git")
+    remote.push(open_repo(checkout), env_of(home))
+    head = git("rev-parse", "refs/opal/heads/main", cwd=str(checkout)).stdout.strip()
+    git("update-ref", f"refs/opal/heads/{name}", head, cwd=bare)  # a hostile remote's branch name
+    b = tmp_path / "b"
+    git("clone", "-q", bare, str(b))
+    r = opal("clone-state", bare, cwd=b)
+    assert r.returncode == 0, r.stderr
+    assert command("opal", "log", f"origin/{name}") in r.stderr or command("opal", "log", f"origin/{name}") in r.stdout
+    # A path from the config: the ls-remote hint of a failed fetch quotes it.
+    old_config(checkout, "gone", f"/nowhere/{name}")
+    r = opal("fetch", "gone", cwd=checkout)
+    assert r.returncode == 1
+    hint = next(line for line in r.stderr.splitlines() if line.startswith("hint:"))
+    pasted = hint.split("('", 1)[1].split("')", 1)[0]
+    assert pasted == command("git", "ls-remote", f"/nowhere/{name}")
+    subprocess.run(["sh", "-c", pasted], cwd=str(tmp_path), capture_output=True)  # what a user pasting it runs
+    subprocess.run(["sh", "-c", "echo " + command(f"origin/{name}")], cwd=str(tmp_path), capture_output=True)
+    assert planted(tmp_path) == []
+
+
+def test_command_quotes_for_the_shell():
+    for words in (["opal", "log", "origin/$(x)"], ["git", "ls-remote", "a b;c"], ["opal", "x", "it's"]):
+        assert shlex.split(command(*words)) == words
+    assert command("opal", "fetch", "origin") == "opal fetch origin"
