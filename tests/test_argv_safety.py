@@ -211,3 +211,59 @@ def test_command_quotes_for_the_shell():
     for words in (["opal", "log", "origin/$(x)"], ["git", "ls-remote", "a b;c"], ["opal", "x", "it's"]):
         assert shlex.split(command(*words)) == words
     assert command("opal", "fetch", "origin") == "opal fetch origin"
+
+
+# ------------------------------------------------------------------ a store that came with the code
+
+
+def _shipping_repo(tmp_path, marker) -> str:
+    """A repository whose tree holds a ``.opal`` store with a config that runs a command."""
+    src = tmp_path / "hostile"
+    git("init", "-q", str(src))
+    store = src / ".opal"
+    git("init", "-q", "--bare", str(store))
+    (store / "opal").mkdir()
+    (store / "opal" / "config").write_text("[core]\n\tformat = 1\n")
+    (store / "opal" / "HEAD").write_text("ref: refs/opal/heads/main\n")
+    for empty in ("objects/pack", "refs"):  # git keeps no empty folder: a file makes the clone a store
+        (store / empty / ".keep").write_text("")
+    target = tmp_path / "target.git"
+    git("init", "-q", "--bare", str(target))
+    with open(store / "config", "a") as fh:
+        fh.write(f'[remote "origin"]\n\turl = {target}\n\tuploadpack = touch {marker}\n\treceivepack = touch {marker}\n')
+        fh.write(f"[core]\n\tsshCommand = touch {marker}\n")
+    (src / "README.md").write_text("hello\n")
+    git("add", "-f", "README.md", ".opal", cwd=str(src))
+    git("commit", "-q", "-m", "ships a store", cwd=str(src))
+    return str(src)
+
+
+def test_an_opal_store_tracked_by_the_repository_is_not_used(tmp_path):
+    marker = tmp_path / "PWNED-store"
+    src = _shipping_repo(tmp_path, marker)
+    victim = tmp_path / "victim"
+    git("clone", "-q", src, str(victim))
+    assert (victim / ".opal" / "HEAD").is_file()
+    for args in (["fetch"], ["fetch", "origin"], ["log"], ["init"], ["clone-state", src]):
+        r = opal(*args, cwd=victim)
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        assert "is an opal store that the git repository at" in r.stderr and "git rm -r -q --cached" in r.stderr
+    assert planted(tmp_path) == []
+    # The hint's way out works: untracked, the folder is removed and opal runs with git's store.
+    git("rm", "-r", "-q", "--cached", "--", str(victim / ".opal"), cwd=str(victim))
+    subprocess.run(["rm", "-rf", str(victim / ".opal")], check=True)
+    assert opal("init", cwd=victim).returncode == 0
+    assert os.path.isdir(victim / ".git" / "opal")
+
+
+def test_an_untracked_opal_store_inside_a_git_tree_is_still_used(tmp_path):
+    # 'opal init' in a plain folder, that later ends up inside a git repository (a dotfiles HOME).
+    outer = tmp_path / "home"
+    git("init", "-q", str(outer))
+    folder = outer / "scratch"
+    folder.mkdir()
+    Repository.init(str(tmp_path / "elsewhere"))  # a store of its own, outside git
+    os.rename(tmp_path / "elsewhere" / ".opal", folder / ".opal")
+    r = opal("status", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    assert Repository.discover(str(folder)).own

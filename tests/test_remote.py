@@ -508,3 +508,31 @@ def test_a_failed_clone_state_with_a_name_says_how_to_retry(tmp_path, home):
     r = opal("clone-state", str(tmp_path / "nowhere"), "--name", "state", cwd=b)
     assert r.returncode == 1 and "--name state' again" in r.stderr
     assert opal("config", "remote.state.url", cwd=b).returncode == 1
+
+
+@pytest.mark.parametrize("where", [".", "refs", "objects/info"])
+def test_a_bare_repository_is_called_one(tmp_path, where):
+    bare = make_remote(tmp_path)
+    cwd = os.path.join(bare, where)
+    for args in (["init"], ["log"], ["status"], ["hooks", "install"], ["fetch"], ["clone-state", bare]):
+        r = opal(*args, cwd=cwd)
+        assert r.returncode == 3, (args, r.stderr)
+        assert f"{bare} is a bare git repository: it has no working tree" in r.stderr, (args, r.stderr)
+        assert "not inside a git repository" not in r.stderr and "no opal repository" not in r.stderr
+        assert f"git clone {bare} DIR" in r.stderr
+    assert not os.path.exists(os.path.join(bare, ".opal"))  # 'opal init' no longer nests a store in it
+    assert not os.path.exists(os.path.join(bare, "opal"))
+
+
+def test_a_worktree_of_a_bare_repository_works(tmp_path, home):
+    bare = make_remote(tmp_path)
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), cwd=bare)
+    r = opal("init", cwd=wt)
+    assert r.returncode == 0, r.stderr
+    place(home, wt, lines=10)
+    r = opal("commit", "-m", "in a worktree of a bare repository", cwd=wt, env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    # And inside a plain repository's .git folder, opal still finds its repository.
+    project = clone(tmp_path, bare, "p")
+    assert opal("status", cwd=project / ".git" / "refs").returncode == 0
