@@ -536,3 +536,35 @@ def test_a_worktree_of_a_bare_repository_works(tmp_path, home):
     # And inside a plain repository's .git folder, opal still finds its repository.
     project = clone(tmp_path, bare, "p")
     assert opal("status", cwd=project / ".git" / "refs").returncode == 0
+
+
+def test_a_local_branch_named_like_a_remote_one_hides_nothing(tmp_path, home):
+    from opalgit import states
+    from opalgit.errors import RevisionError
+
+    bare = make_remote(tmp_path)
+    a = clone(tmp_path, bare, "a")
+    ra, env = open_repo(a), env_of(home)
+    path = place(home, a, lines=12)
+    s1 = porcelain.commit(ra, env, str(a)).oid
+    remote.push(ra, env)
+    grow(path, start=12, end=20)
+    s2 = porcelain.commit(ra, env, str(a)).oid
+    porcelain.branch_create(ra, "origin/main", "HEAD")  # yours, at s2; the remote's origin/main is s1
+
+    with pytest.raises(RevisionError) as err:
+        states.resolve(ra, "origin/main")
+    assert "'origin/main' is ambiguous" in err.value.message
+    assert s1.hex()[:7] in err.value.message and s2.hex()[:7] in err.value.message
+    assert "heads/origin/main" in err.value.hint and "remotes/origin/main" in err.value.hint
+    assert states.resolve(ra, "remotes/origin/main").oid == s1
+    mine = states.resolve(ra, "heads/origin/main")
+    assert (mine.oid, mine.branch) == (s2, "origin/main")
+    assert states.resolve(ra, "heads/origin/main~1").oid == s1
+    r = opal("log", "origin/main", cwd=a)
+    assert r.returncode == 4 and "ambiguous" in r.stderr
+    r = opal("log", "--oneline", "remotes/origin/main", cwd=a)
+    assert r.returncode == 0 and s1.hex()[:7] in r.stdout and s2.hex()[:7] not in r.stdout
+    # Without a local branch of that name, origin/main is the remote's, as before.
+    porcelain.branch_delete(ra, "origin/main", force=True)
+    assert states.resolve(ra, "origin/main").oid == s1
