@@ -494,7 +494,7 @@ def test_a_failed_clone_state_records_no_remote(tmp_path, home):
     assert "no remote was recorded and nothing was fetched" in r.stderr and f"opal clone-state {wrong}' again" in r.stderr
     assert "nothing was changed" not in r.stderr
     assert opal("config", "remote.origin.url", cwd=b).returncode == 1  # not recorded
-    assert not [ln for ln in refs_of(b).splitlines() if "refs/opal/" in ln]
+    assert not [ln for ln in refs_of(b).splitlines() if "refs/opal/remotes/" in ln or "refs/opal/fetching/" in ln]
     # So the right URL just works, under the name the wrong one would have taken.
     r = opal("clone-state", bare, cwd=b)
     assert r.returncode == 0, r.stderr
