@@ -267,3 +267,75 @@ def test_an_untracked_opal_store_inside_a_git_tree_is_still_used(tmp_path):
     r = opal("status", cwd=folder)
     assert r.returncode == 0, r.stderr
     assert Repository.discover(str(folder)).own
+
+
+# ------------------------------------------------------------------ the audit, kept true
+
+
+#: Every place the code starts a program, and why no outside value becomes an option or
+#: a command there (docs/remotes.md, "What opal hands to git"). A new call site fails
+#: test_every_subprocess_call_site_is_audited until it is added here, with its reason.
+AUDITED = {
+    ("opalgit/gitcmd.py", "run", "subprocess.run"): "the one runner of git: argv list, no shell; callers below",
+    ("opalgit/gitcmd.py", "start", "subprocess.Popen"): "the same, in the background",
+    ("opalgit/remote.py", "run_git", "gitcmd.run"): "remote's runner: callers below",
+    ("opalgit/remote.py", "_push_once", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
+    ("opalgit/remote.py", "_fetch", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
+    ("opalgit/hooks.py", "hooks_dir", "remote.run_git"): "fixed arguments (rev-parse --git-path hooks)",
+    ("opalgit/refs.py", "RefStore._git_update", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
+    ("opalgit/repo.py", "Repository.config_set", "gitcmd.run"): "key built by opal (checked); git stops options at the key",
+    ("opalgit/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",
+    ("opalgit/repo.py", "Repository._read_identity", "gitcmd.run"): "fixed arguments (config --get-regexp user)",
+    ("opalgit/demo.py", "run_demo", "subprocess.run"): "git init of an absolute path opal made",
+    ("opalgit/cli_export.py", "resume", "subprocess.call"): "the agent by its PATH name; the session id is a fresh UUID",
+    ("opalgit/client.py", "spawn", "subprocess.Popen"): "this interpreter on opal's own code, socket path and idle time",
+    ("bench/util.py", "run", "subprocess.Popen"): "the bench's own commands on paths it generated",
+    ("bench/util.py", "isolated_python", "subprocess.run"): "fixed -c programs",
+    ("bench/util.py", "_first_line", "subprocess.run"): "fixed version queries",
+    ("bench/util.py", "machine", "subprocess.run"): "git -C ROOT with fixed arguments, paths after '--'",
+}
+
+_STARTERS = {("subprocess", n) for n in ("run", "call", "Popen", "check_output", "check_call", "getoutput", "getstatusoutput")}
+_STARTERS |= {("os", n) for n in ("system", "popen", "execv", "execvp", "execve", "execl", "execlp", "execvpe", "spawnv",
+                                  "spawnvp", "spawnl", "spawnlp", "posix_spawn", "posix_spawnp")}
+_STARTERS |= {("gitcmd", "run"), ("gitcmd", "start"), ("remote", "run_git")}
+
+
+def _call_sites(root: str) -> set[tuple[str, str, str]]:
+    import ast
+
+    found = set()
+    for folder in ("opalgit", "bench"):
+        for d, _, files in os.walk(os.path.join(root, folder)):
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(d, name)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+
+                def visit(node, where: str) -> None:
+                    for child in ast.iter_child_nodes(node):
+                        inner = where
+                        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                            inner = f"{where}.{child.name}" if where else child.name
+                        if isinstance(child, ast.Call):
+                            f = child.func
+                            key = (f.value.id, f.attr) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+                            key = ("remote", "run_git") if isinstance(f, ast.Name) and f.id == "run_git" else key
+                            if key in _STARTERS:
+                                found.add((rel, where, ".".join(key)))
+                        visit(child, inner)
+
+                with open(path, encoding="utf-8") as fh:
+                    visit(ast.parse(fh.read()), "")
+    return found
+
+
+def test_every_subprocess_call_site_is_audited():
+    from tests.conftest import ROOT
+
+    found = _call_sites(ROOT)
+    new = sorted(found - set(AUDITED))
+    assert not new, f"unaudited call sites (add each to AUDITED with how its arguments are made safe): {new}"
+    gone = sorted(set(AUDITED) - found)
+    assert not gone, f"AUDITED names call sites that no longer exist: {gone}"
