@@ -285,7 +285,9 @@ _PORCELAIN = re.compile(r"^([ +\-*!=])\t([^\t]*):([^\t]*)\t(.*?)(?: \((.*)\))?$"
 
 def parse_push_porcelain(text: str) -> list[RefUpdate]:
     out = []
-    for line in text.splitlines():
+    # A rejection's reason is the remote's own text ("ng REF REASON"): its control
+    # characters are masked before it reaches a message on the user's terminal.
+    for line in _UNPRINTABLE.sub("?", text).splitlines():
         m = _PORCELAIN.match(line)
         if m:
             out.append(RefUpdate(m.group(1), m.group(2), m.group(3), m.group(4).strip(), m.group(5)))

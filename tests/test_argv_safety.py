@@ -339,3 +339,14 @@ def test_every_subprocess_call_site_is_audited():
     assert not new, f"unaudited call sites (add each to AUDITED with how its arguments are made safe): {new}"
     gone = sorted(set(AUDITED) - found)
     assert not gone, f"AUDITED names call sites that no longer exist: {gone}"
+
+
+def test_what_a_remote_says_reaches_the_terminal_masked():
+    # git masks its sideband ("remote: ...") itself; a rejection's reason and the
+    # message opal quotes are masked by opal as well, whatever git version runs.
+    updates = remote.parse_push_porcelain("!\trefs/x:refs/opal/heads/main\t[remote rejected] (\x1b]0;owned\x07 no)\n")
+    assert updates[0].reason == "?]0;owned? no" and "\x1b" not in updates[0].summary
+    proc = subprocess.CompletedProcess([], 1, "", "remote: error: \x1b[2J\x1b[31mgone\n")
+    assert remote._git_message(proc) == "remote: error: ?[2J?[31mgone"
+    proc = subprocess.CompletedProcess([], 1, "", "remote: x\nfatal: the end\x1b[0m\x00\n")
+    assert remote._git_message(proc) == "the end?[0m?"
