@@ -306,7 +306,8 @@ def _call_sites(root: str) -> set[tuple[str, str, str]]:
 
     found = set()
     for folder in ("opalgit", "bench"):
-        for d, _, files in os.walk(os.path.join(root, folder)):
+        for d, dirs, files in os.walk(os.path.join(root, folder)):
+            dirs[:] = [x for x in dirs if not x.startswith(".") and x != "__pycache__"]  # not a venv the bench made
             for name in files:
                 if not name.endswith(".py"):
                     continue
