@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import hooks, links, porcelain, render
+from .argv import check_url, command as cmdline
 from .cli import CONTEXT, Ctx, cli, pass_ctx
 from .errors import NothingToDoError, OpalError, UsageError
 from .repo import Repository
@@ -387,9 +388,10 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
       opal clone-state git@example.com:team/app.git
       opal at HEAD~3              # the teammate's state at that code commit
     """
-    porcelain.init(c.cwd)
     from . import remote
 
+    check_url(url, source="given to clone-state")  # before anything is set up
+    porcelain.init(c.cwd)
     repo = c.repo()
     res = remote.clone_state(repo, os.environ, url, name)
     if as_json:
@@ -404,8 +406,8 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
     if res.status == "created":
         c.out(f"Branch {res.branch} starts at {res.remote}/{res.branch}")
     if res.branches:
-        first = next(iter(res.branches))
-        c.note(f"see 'opal log {first}', 'opal at HEAD', or 'opal export {first} --to AGENT'")
+        first = next(iter(res.branches))  # named by the remote: quoted, so pasting runs nothing else
+        c.note(f"see '{cmdline('opal', 'log', first)}', 'opal at HEAD', or '{cmdline('opal', 'export', first, '--to', 'AGENT')}'")
 
 
 # ------------------------------------------------------------------------------ config
@@ -435,7 +437,9 @@ def _check_config(key: str, value: str) -> str:
     if key.lower().startswith("remote.") and key.lower().endswith(".url"):
         from . import remote
 
-        remote._check_remote_name(key[len("remote.") : -len(".url")])
+        name = key[len("remote.") : -len(".url")]
+        remote._check_remote_name(name)
+        check_url(value, source=f"remote.{name}.url")
     return value
 
 

@@ -5,6 +5,13 @@ credentials, see :mod:`remote`), and for two small jobs where starting git
 (~2 ms) is cheaper than loading libgit2 (~75 ms): ref transactions
 (:meth:`refs.RefStore.update`) and the committer's identity
 (:meth:`repo.Repository.signature`).
+
+The arguments are opal's own options; a value from outside opal (a remote's URL, a
+name the user typed, anything read from a config, a remote or a session file) goes
+after ``--``, or as the separate value of an option git takes verbatim (``-m MSG``),
+or on standard input, and is checked first where git could still run it
+(:mod:`argv`). Every call site and how it keeps to this is listed in
+docs/remotes.md ("What opal hands to git") and tests/test_argv_safety.py.
 """
 
 from __future__ import annotations

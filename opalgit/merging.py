@@ -15,6 +15,7 @@ import os
 import pygit2
 
 from . import codec, oplog, sequence
+from .argv import command
 from .errors import ConflictError, NothingToDoError, RevisionError, UsageError
 from .fileio import replace_atomically
 from .merge import CHOICES, Conflict, MergeResult, merge3
@@ -165,7 +166,7 @@ def merge(
         if base is None:
             raise UsageError(
                 f"{name} and {branch} have no common history",
-                hint=f"export one of them ('opal export {name} --to ...') and continue there instead",
+                hint=f"export one of them ('{command('opal', 'export', name, '--to', 'AGENT')}') and continue there instead",
             )
         if base == theirs:
             raise NothingToDoError(f"already up to date: {branch} contains {name}")

@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
+from .argv import command
 from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -277,7 +278,7 @@ def _commit_locked(
         raise UsageError(
             f"branch {branch} was {state.header.extra.get('detached')} away from session {f.id}, "
             "which still holds the turns that were left out",
-            hint=f"to record the session as it is anyway, run 'opal commit --session {f.id}'",
+            hint=f"to record the session as it is anyway, run '{command('opal', 'commit', '--session', f.id)}'",
         )
 
     result: ReadResult | None = None

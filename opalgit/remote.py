@@ -33,6 +33,7 @@ from typing import Mapping
 import pygit2
 
 from . import gitcmd, oplog
+from .argv import check_url, command as cmdline
 from .errors import ConflictError, OpalError, RevisionError, UsageError
 from .links import LINK_PREFIX, REMOTE_LINK_PREFIX, link_ref, local_links, remote_link_ref
 from .refs import BRANCH_PREFIX, NAMESPACE, branch_ref, check_branch_name, REMOTE_PREFIX
@@ -44,7 +45,8 @@ STAGING_PREFIX = NAMESPACE + "fetching/"
 #: Refspecs per ``git push`` run (keeps the command line far below the OS limit).
 PUSH_CHUNK = 500
 
-# Variables git sets for its hooks that would point a nested git at the wrong place.
+
+
 class RemoteError(OpalError, ConnectionError):
     """A remote that is down, unreachable, or refuses to talk (nothing was changed)."""
 
@@ -67,9 +69,17 @@ def run_git(repo: Repository, args: list[str], env: Mapping[str, str], *, input:
         raise OpalError("git is not installed (or not on PATH)", hint="install git, then run the command again") from None
 
 
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _git_message(proc: subprocess.CompletedProcess) -> str:
-    """The most telling line of what git said on failure."""
-    lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
+    """The most telling line of what git said on failure.
+
+    Control characters are masked: the line may be the remote's own words
+    ("remote: error: ..."), and a hostile server's escape sequences must not reach
+    the user's terminal through opal's message."""
+    text = _UNPRINTABLE.sub("?", proc.stderr or "")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith("error: failed to push some refs")]
     # ssh says why before git's generic "Could not read from remote repository".
     for ln in lines:
@@ -124,7 +134,10 @@ def remote_names(repo: Repository) -> list[str]:
 
 def _check_remote_name(name: str) -> str:
     if not name or name.startswith((".", "-")) or not pygit2.reference_is_valid_name(f"{TRACK_PREFIX}{name}/x"):
-        raise UsageError(f"{name!r} cannot be used as a remote name", hint="use letters, digits, '-', '_' and '.'")
+        raise UsageError(
+            f"{name!r} cannot be used as a remote name",
+            hint="use letters, digits, '-', '_' and '.', not first '-' or '.' (a git remote is renamed with 'git remote rename')",
+        )
     return name
 
 
@@ -140,18 +153,23 @@ def get_remote(repo: Repository, name: str | None = None) -> Remote:
     """The remote ``name`` (a git remote, or one of opal's own), or the default one.
 
     The default is the upstream remote of the current git branch, else ``origin``,
-    else the only remote there is.
+    else the only remote there is. Whatever git is then given is checked first
+    (:func:`argv.check_url`): a URL from opal's config or the command line that git
+    would read as an option, or whose transport runs a command, is refused.
     """
     git_remotes = _git_remotes(repo)
     own = _opal_remotes(repo)
     if name is None:
         name = _default_remote_name(repo, git_remotes, own)
     if name in git_remotes:
+        # git is given the name, never the URL: git reads the URL itself, under its own rules.
         return Remote(_check_remote_name(name), name, git_remotes[name])
     if name in own:
-        return Remote(_check_remote_name(name), own[name], own[name])
-    if _looks_like_url(name):
-        return Remote(None, name, name)
+        # Written by 'opal config' (checked there), by hand, or by an older opal that did not check.
+        url = check_url(own[name], source=f"remote.{name}.url in {os.path.join(repo.opal_dir, 'config')}")
+        return Remote(_check_remote_name(name), url, url)
+    if name.startswith("-") or _looks_like_url(name):
+        return Remote(None, check_url(name, source="given as the remote"), name)
     known = ", ".join(sorted(set(git_remotes) | set(own))) or "none"
     raise UsageError(
         f"no remote named {name!r} (remotes: {known})",
@@ -267,7 +285,9 @@ _PORCELAIN = re.compile(r"^([ +\-*!=])\t([^\t]*):([^\t]*)\t(.*?)(?: \((.*)\))?$"
 
 def parse_push_porcelain(text: str) -> list[RefUpdate]:
     out = []
-    for line in text.splitlines():
+    # A rejection's reason is the remote's own text ("ng REF REASON"): its control
+    # characters are masked before it reaches a message on the user's terminal.
+    for line in _UNPRINTABLE.sub("?", text).splitlines():
         m = _PORCELAIN.match(line)
         if m:
             out.append(RefUpdate(m.group(1), m.group(2), m.group(3), m.group(4).strip(), m.group(5)))
@@ -365,21 +385,25 @@ def push(
 
 def _push_once(repo: Repository, env: Mapping[str, str], r: Remote, specs: list[str], lease: list[str], *, rb: str, local: str) -> list[RefUpdate]:
     base = ["push", "--porcelain", "--no-verify", "--no-follow-tags", "--recurse-submodules=no", *lease]
-    proc = run_git(repo, [*base, "--atomic", r.target, *specs], env)
+    # The remote and the refspecs are operands, after '--': a remote's URL is never an option.
+    proc = run_git(repo, [*base, "--atomic", "--", r.target, *specs], env)
     if proc.returncode and "does not support --atomic" in (proc.stderr or ""):
-        proc = run_git(repo, [*base, r.target, *specs], env)
+        proc = run_git(repo, [*base, "--", r.target, *specs], env)
     updates = parse_push_porcelain(proc.stdout or "")
     if proc.returncode and not updates:
         raise RemoteError(
             f"cannot push to {r.label}: {_git_message(proc)}",
-            hint=f"nothing was changed; check the remote and your access ('git ls-remote {r.target}'), then run the command again",
+            hint=f"nothing was changed; check the remote and your access ('{cmdline('git', 'ls-remote', r.target)}'), then run the command again",
         )
     rejected = [u for u in updates if not u.ok]
     if rejected:
         first = next((u for u in rejected if u.reason != "atomic push failed"), rejected[0])
         raise _rejection(r, first, rb=rb, local=local, atomic=len(rejected) > 1 or first is not rejected[0])
     if proc.returncode:
-        raise RemoteError(f"pushing to {r.label} failed: {_git_message(proc)}", hint="run 'opal fetch' to see what the remote holds, then try again")
+        raise RemoteError(
+            f"pushing to {r.label} failed: {_git_message(proc)}",
+            hint=f"run '{cmdline('opal', 'fetch', r.name) if r.name else 'opal fetch'}' to see what the remote holds, then try again",
+        )
     return updates
 
 
@@ -391,13 +415,13 @@ def _rejection(r: Remote, u: RefUpdate, *, rb: str, local: str, atomic: bool) ->
     if reason in ("fetch first", "non-fast-forward"):
         return PushRejectedError(
             f"{where} refused {what}: not a fast-forward ({reason}); someone else pushed to it.{untouched}",
-            hint=f"run 'opal pull {where} {rb}' to bring their states in (or 'opal fetch {where}' and "
-            f"'opal merge {where}/{rb}'), then push again; 'opal push --force' would overwrite theirs",
+            hint=f"run '{cmdline('opal', 'pull', where, rb)}' to bring their states in (or '{cmdline('opal', 'fetch', where)}' "
+            f"and '{cmdline('opal', 'merge', f'{where}/{rb}')}'), then push again; 'opal push --force' would overwrite theirs",
         )
     if reason == "stale info":
         return PushRejectedError(
             f"{where} refused to overwrite {what}: it changed since your last fetch (stale info).{untouched}",
-            hint=f"run 'opal fetch {where}' and look at {where}/{rb} before forcing again",
+            hint=f"run '{cmdline('opal', 'fetch', where)}' and look at {where}/{rb} before forcing again",
         )
     return PushRejectedError(
         f"{where} refused {what}: {u.summary.strip('[]')}{' (' + u.reason + ')' if u.reason else ''}.{untouched}",
@@ -466,7 +490,10 @@ def fetch(repo: Repository, env: Mapping[str, str], remote: str | None = None) -
     operation log keeps it, ``opal undo`` brings it back). Local branches are never
     changed; see :func:`pull`.
     """
-    r = get_remote(repo, remote)
+    return _fetch(repo, env, get_remote(repo, remote))
+
+
+def _fetch(repo: Repository, env: Mapping[str, str], r: Remote) -> FetchResult:
     if r.name is None:
         raise UsageError(
             f"fetching needs a named remote, not a URL ({r.target})",
@@ -477,15 +504,16 @@ def fetch(repo: Repository, env: Mapping[str, str], remote: str | None = None) -
     specs = [f"+{BRANCH_PREFIX}*:{stage}heads/*", f"+{LINK_PREFIX}*:{stage}links/*"]
     modern = ["--no-write-fetch-head", "--no-auto-maintenance"]  # git 2.29+: keep FETCH_HEAD, no gc
     base = ["fetch", "--quiet", "--no-tags", "--no-recurse-submodules"]
-    proc = run_git(repo, [*base, *modern, r.target, *specs], env)
+    # The remote and the refspecs are operands, after '--': a remote's URL is never an option.
+    proc = run_git(repo, [*base, *modern, "--", r.target, *specs], env)
     if proc.returncode and "unknown option" in (proc.stderr or ""):
-        proc = run_git(repo, [*base, r.target, *specs], env)
+        proc = run_git(repo, [*base, "--", r.target, *specs], env)
     staged = [(n, o) for n, o in repo.refs.all().items() if n.startswith(stage)]
     if proc.returncode:
         _drop_staging(repo, staged)
         raise RemoteError(
             f"cannot fetch from {r.label}: {_git_message(proc)}",
-            hint=f"nothing was changed; check the remote and your access ('git ls-remote {r.target}'), then run the command again",
+            hint=f"nothing was changed; check the remote and your access ('{cmdline('git', 'ls-remote', r.target)}'), then run the command again",
         )
     heads = {n[len(stage + "heads/") :]: o for n, o in staged if n.startswith(stage + "heads/")}
     links = {n[len(stage + "links/") :]: o for n, o in staged if n.startswith(stage + "links/")}
@@ -554,7 +582,10 @@ def fast_forward(repo: Repository, local: str, remote: str, rb: str, *, command:
         new = repo.refs.get(tracking_ref(remote, rb))
         if new is None:
             have = ", ".join(remote_branches(repo, remote)) or "none"
-            raise RevisionError(f"{remote} has no state branch {rb} (it has: {have})", hint=f"see 'opal fetch {remote}'; push one with 'opal push {remote}'")
+            raise RevisionError(
+                f"{remote} has no state branch {rb} (it has: {have})",
+                hint=f"see '{cmdline('opal', 'fetch', remote)}'; push one with '{cmdline('opal', 'push', remote)}'",
+            )
         old = repo.refs.get(branch_ref(local))
         if old == new:
             return old, new, "up-to-date"
@@ -563,7 +594,7 @@ def fast_forward(repo: Repository, local: str, remote: str, rb: str, *, command:
         if old is not None and not _is_ancestor(repo, old, new):
             raise ConflictError(
                 f"{local} ({old.hex()[:7]}) and {source} ({new.hex()[:7]}) have diverged; nothing was changed",
-                hint=f"run 'opal merge {source}' to combine them (or 'opal branch NAME {source}' to keep theirs apart)",
+                hint=f"run '{cmdline('opal', 'merge', source)}' to combine them (or '{cmdline('opal', 'branch', 'NAME', source)}' to keep theirs apart)",
             )
         status = "created" if old is None else "fast-forward"
         desc = f"{command} {source} into {local}: " + (f"create at {new.hex()[:7]}" if old is None else f"fast-forward {old.hex()[:7]}..{new.hex()[:7]}")
@@ -579,8 +610,8 @@ def pull(repo: Repository, env: Mapping[str, str], remote: str | None = None, br
     ``push.namespace``). Diverged histories are refused, never overwritten.
     """
     r = get_remote(repo, remote)
-    fres = fetch(repo, env, r.name or r.target)
-    assert r.name is not None  # fetch refuses a bare URL
+    fres = _fetch(repo, env, r)
+    assert r.name is not None  # _fetch refuses a bare URL
     local = repo.refs.head_branch()
     rb = check_branch_name(branch) if branch else remote_branch_name(repo, local)
     old, new, status = fast_forward(repo, local, r.name, rb)
@@ -625,9 +656,10 @@ def clone_state(repo: Repository, env: Mapping[str, str], url: str, name: str | 
     remotes are untouched. The current branch, if it has no commits yet, starts at
     the remote's branch of the same name.
     """
+    check_url(url, source="given to clone-state")
+    again = ["opal", "clone-state", url, *(["--name", name] if name else [])]
     git_remotes = _git_remotes(repo)
     own = _opal_remotes(repo)
-    added = False
     match = next((n for n, u in sorted(git_remotes.items()) if _same_url(u, url)), None)
     match = match or next((n for n, u in sorted(own.items()) if _same_url(u, url)), None)
     if name is None:
@@ -635,17 +667,27 @@ def clone_state(repo: Repository, env: Mapping[str, str], url: str, name: str | 
         if name is None:
             raise UsageError(
                 f"'origin' already names another remote ({git_remotes.get('origin') or own.get('origin')})",
-                hint=f"give the state remote a name: 'opal clone-state {url} --name NAME'",
+                hint=f"give the state remote a name: '{cmdline('opal', 'clone-state', url, '--name', 'NAME')}'",
             )
     _check_remote_name(name)
-    if name != match:
+    added = name != match
+    if added:
         existing = git_remotes.get(name) or own.get(name)
         if existing is not None:
             raise UsageError(f"remote {name} already exists with URL {existing}", hint="pick another name with --name")
-        cfg = repo.config
-        cfg[f"remote.{name}.url"] = url
-        added = True
-    fres = fetch(repo, env, name)
+    r = Remote(name, url, url) if added else get_remote(repo, name)
+    try:
+        fres = _fetch(repo, env, r)
+    except RemoteError as exc:
+        # The remote is recorded only once its state is here: a wrong URL or a remote
+        # that is down leaves no 'origin' behind that the next try would trip over.
+        raise RemoteError(
+            exc.message,
+            hint=f"no remote was recorded and nothing was fetched; check the URL and your access "
+            f"('{cmdline('git', 'ls-remote', url)}'), then run '{cmdline(*again)}' again",
+        ) from None
+    if added:
+        repo.config[f"remote.{name}.url"] = url
     local = repo.refs.head_branch()
     rb = remote_branch_name(repo, local)
     status = None

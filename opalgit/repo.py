@@ -16,6 +16,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Iterator
 
+from .argv import command
 from .errors import ConflictError, NotARepositoryError, OpalError
 from .refs import RefStore
 
@@ -34,12 +35,19 @@ _IDENTITY_ARGS = ["config", "-z", "--get-regexp", r"^user\.(name|email)$"]
 
 
 def _find(start: str) -> tuple[str, str] | None:
-    """Nearest enclosing store: ("own", path-of-.opal) or ("git", git-dir)."""
+    """Nearest enclosing store: ("own", path-of-.opal) or ("git", git-dir).
+
+    Raises :class:`NotARepositoryError` for a bare repository (no working tree, so
+    nothing to record), and for a ``.opal`` store that a git repository tracks: a
+    checkout could ship one, and git run on it would obey its config
+    (``core.sshCommand``, ``remote.*.uploadpack``).
+    """
     path = os.path.abspath(start)
+    own: str | None = None
     while True:
-        own = os.path.join(path, OWN_STORE)
-        if os.path.isfile(os.path.join(own, "HEAD")):
-            return "own", own
+        here = os.path.join(path, OWN_STORE)
+        if own is None and os.path.isfile(os.path.join(here, "HEAD")):
+            own = here  # used unless an enclosing git repository tracks it (walking on up)
         dot_git = os.path.join(path, ".git")
         if os.path.exists(dot_git):
             found = _plain_git_dir(dot_git)
@@ -48,11 +56,54 @@ def _find(start: str) -> tuple[str, str] | None:
 
                 found = pygit2.discover_repository(path)
             if found:
-                return "git", found
+                if own is None:
+                    return "git", found
+                _refuse_tracked_store(own, found)
+                return "own", own
+        elif own is None and _is_bare(path):
+            raise NotARepositoryError(
+                f"{path} is a bare git repository: it has no working tree, so there is no agent session "
+                "or code commit to record here",
+                hint=f"run opal in a clone with a working tree ('{command('git', 'clone', path, 'DIR')}'); "
+                "there, 'opal push' and 'opal fetch' can use this repository as their remote",
+            )
         parent = os.path.dirname(path)
         if parent == path:
-            return None
+            return ("own", own) if own else None
         path = parent
+
+
+def _is_bare(path: str) -> bool:
+    """Whether ``path`` is itself a bare git repository (what ``git init --bare`` makes)."""
+    if os.path.basename(path) == ".git" or not all(
+        check(os.path.join(path, name)) for check, name in ((os.path.isfile, "HEAD"), (os.path.isdir, "objects"), (os.path.isdir, "refs"))
+    ):
+        return False
+    import pygit2  # rare: only a folder that looks like a git directory gets here
+
+    try:
+        return pygit2.Repository(path).is_bare
+    except pygit2.GitError:
+        return False
+
+
+def _refuse_tracked_store(own: str, git_dir: str) -> None:
+    """Refuse the ``.opal`` store ``own`` if the git repository at ``git_dir`` tracks it."""
+    import pygit2
+
+    try:
+        repo = pygit2.Repository(git_dir)
+        top = repo.workdir
+        tracked = bool(top) and os.path.relpath(os.path.join(own, "HEAD"), top).replace(os.sep, "/") in repo.index
+    except (pygit2.GitError, ValueError, OSError):
+        tracked = False
+    if tracked:
+        raise NotARepositoryError(
+            f"{own} is an opal store that the git repository at {top.rstrip(os.sep)} tracks: it came with the code, "
+            "and git run on it would obey its config (which can name commands to run), so opal does not use it",
+            hint=f"take it out of the repository ('{command('git', 'rm', '-r', '-q', '--cached', '--', own)}', "
+            "then delete the folder) and run 'opal init' to keep state in this repository",
+        )
 
 
 def _plain_git_dir(dot_git: str) -> str | None:
@@ -248,6 +299,10 @@ class Repository:
 
         path = os.path.join(self.opal_dir, "config")
         os.makedirs(self.opal_dir, exist_ok=True)
+        # The value may come from an agent's file (a session id): git stops reading
+        # options at the key, which opal builds and which never starts with '-'.
+        if key.startswith("-"):
+            raise OpalError(f"cannot write {key!r} to {path}: not a config key")
         p = gitcmd.run(self.git_dir, ["config", "--file", path, key, value])
         if p.returncode != 0:
             raise OpalError(f"cannot write {key} to {path}: {p.stderr.strip() or 'git config failed'}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from . import adapters, codec, oplog, payloads, sequence
+from .argv import command
 from .errors import RevisionError
 from .model import Normal, StateHeader, Turn, summarize
 from .refs import OPLOG_REF, REMOTE_PREFIX, branch_ref
@@ -183,15 +184,7 @@ def resolve(repo: Repository, text: str) -> Resolved:
                 hint="run 'opal commit' to record the agent session",
             )
     else:
-        oid = branch_head(repo, rev.base)
-        if oid is not None:
-            branch = rev.base
-        else:
-            # A remote-tracking state branch: origin/try-sqlite (or remotes/origin/...).
-            remote_name = rev.base[len("remotes/"):] if rev.base.startswith("remotes/") else rev.base
-            oid = repo.refs.get(REMOTE_PREFIX + remote_name) if "/" in remote_name else None
-            if oid is None:
-                oid = _by_prefix(repo, rev.base)
+        oid, branch = _named(repo, rev.base)
     for kind, n in rev.steps:
         branch = None
         commit = repo.store.read_commit(oid)
@@ -208,6 +201,36 @@ def resolve(repo: Repository, text: str) -> Resolved:
                 raise RevisionError(f"{text}: commit {oid.hex()[:10]} has no parent {n}")
             oid = commit.parents[n - 1]
     return Resolved(oid, rev.turn, text, branch if rev.turn is None else None)
+
+
+def _named(repo: Repository, name: str) -> tuple[bytes, str | None]:
+    """A branch, a remote-tracking branch (``origin/x``, ``remotes/origin/x``) or a
+    commit id prefix; the branch name too when it is a local branch.
+
+    A name that is both a local branch and a remote-tracking one is refused, not
+    resolved to one of them: either would silently hide the other. ``heads/NAME``
+    and ``remotes/NAME`` say which one is meant."""
+    local = branch_head(repo, name)
+    tracked_name = name[len("remotes/") :] if name.startswith("remotes/") else name
+    tracked = repo.refs.get(REMOTE_PREFIX + tracked_name) if "/" in tracked_name else None
+    if local is not None and tracked is not None:
+        if name.startswith("remotes/"):
+            return tracked, None
+        raise RevisionError(
+            f"{name!r} is ambiguous: it names your branch {name} ({local.hex()[:7]}) and the remote-tracking "
+            f"branch {name} ({tracked.hex()[:7]}) of remote {name.split('/', 1)[0]}",
+            hint=f"say heads/{name} for your branch or remotes/{name} for the remote's; or give yours another "
+            f"name ('{command('opal', 'branch', 'NEW', f'heads/{name}')}', then '{command('opal', 'branch', '-d', name)}')",
+        )
+    if local is not None:
+        return local, name
+    if tracked is not None:
+        return tracked, None
+    if name.startswith("heads/"):
+        local = branch_head(repo, name[len("heads/") :])
+        if local is not None:
+            return local, name[len("heads/") :]
+    return _by_prefix(repo, name), None
 
 
 def _by_prefix(repo: Repository, prefix: str) -> bytes:

@@ -477,3 +477,94 @@ def test_cli_push_fetch_errors(tmp_path, home):
     assert r.returncode == 2 and "no remote named 'nowhere'" in r.stderr
     r = opal("fetch", cwd=a)
     assert r.returncode == 0 and "origin: up to date" in r.stdout
+
+
+# ------------------------------------------------------------------ issue 17, item 11
+
+
+def test_a_failed_clone_state_records_no_remote(tmp_path, home):
+    bare = make_remote(tmp_path)
+    b = tmp_path / "b"
+    git("clone", "-q", bare, str(b))
+    git("remote", "remove", "origin", cwd=str(b))  # state only: clone-state records the remote itself
+    wrong = str(tmp_path / "srv" / "typo.git")
+    r = opal("clone-state", wrong, cwd=b)
+    assert r.returncode == 1, r.stderr
+    assert "cannot fetch from origin" in r.stderr
+    assert "no remote was recorded and nothing was fetched" in r.stderr and f"opal clone-state {wrong}' again" in r.stderr
+    assert "nothing was changed" not in r.stderr
+    assert opal("config", "remote.origin.url", cwd=b).returncode == 1  # not recorded
+    assert not [ln for ln in refs_of(b).splitlines() if "refs/opal/remotes/" in ln or "refs/opal/fetching/" in ln]
+    # So the right URL just works, under the name the wrong one would have taken.
+    r = opal("clone-state", bare, cwd=b)
+    assert r.returncode == 0, r.stderr
+    assert f"Remote origin -> {bare}" in r.stdout
+    assert opal("config", "remote.origin.url", cwd=b).stdout.strip() == bare
+
+
+def test_a_failed_clone_state_with_a_name_says_how_to_retry(tmp_path, home):
+    bare = make_remote(tmp_path)
+    b = clone(tmp_path, bare, "b")
+    r = opal("clone-state", str(tmp_path / "nowhere"), "--name", "state", cwd=b)
+    assert r.returncode == 1 and "--name state' again" in r.stderr
+    assert opal("config", "remote.state.url", cwd=b).returncode == 1
+
+
+@pytest.mark.parametrize("where", [".", "refs", "objects/info"])
+def test_a_bare_repository_is_called_one(tmp_path, where):
+    bare = make_remote(tmp_path)
+    cwd = os.path.join(bare, where)
+    for args in (["init"], ["log"], ["status"], ["hooks", "install"], ["fetch"], ["clone-state", bare]):
+        r = opal(*args, cwd=cwd)
+        assert r.returncode == 3, (args, r.stderr)
+        assert f"{bare} is a bare git repository: it has no working tree" in r.stderr, (args, r.stderr)
+        assert "not inside a git repository" not in r.stderr and "no opal repository" not in r.stderr
+        assert f"git clone {bare} DIR" in r.stderr
+    assert not os.path.exists(os.path.join(bare, ".opal"))  # 'opal init' no longer nests a store in it
+    assert not os.path.exists(os.path.join(bare, "opal"))
+
+
+def test_a_worktree_of_a_bare_repository_works(tmp_path, home):
+    bare = make_remote(tmp_path)
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), cwd=bare)
+    r = opal("init", cwd=wt)
+    assert r.returncode == 0, r.stderr
+    place(home, wt, lines=10)
+    r = opal("commit", "-m", "in a worktree of a bare repository", cwd=wt, env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    # And inside a plain repository's .git folder, opal still finds its repository.
+    project = clone(tmp_path, bare, "p")
+    assert opal("status", cwd=project / ".git" / "refs").returncode == 0
+
+
+def test_a_local_branch_named_like_a_remote_one_hides_nothing(tmp_path, home):
+    from opalgit import states
+    from opalgit.errors import RevisionError
+
+    bare = make_remote(tmp_path)
+    a = clone(tmp_path, bare, "a")
+    ra, env = open_repo(a), env_of(home)
+    path = place(home, a, lines=12)
+    s1 = porcelain.commit(ra, env, str(a)).oid
+    remote.push(ra, env)
+    grow(path, start=12, end=20)
+    s2 = porcelain.commit(ra, env, str(a)).oid
+    porcelain.branch_create(ra, "origin/main", "HEAD")  # yours, at s2; the remote's origin/main is s1
+
+    with pytest.raises(RevisionError) as err:
+        states.resolve(ra, "origin/main")
+    assert "'origin/main' is ambiguous" in err.value.message
+    assert s1.hex()[:7] in err.value.message and s2.hex()[:7] in err.value.message
+    assert "heads/origin/main" in err.value.hint and "remotes/origin/main" in err.value.hint
+    assert states.resolve(ra, "remotes/origin/main").oid == s1
+    mine = states.resolve(ra, "heads/origin/main")
+    assert (mine.oid, mine.branch) == (s2, "origin/main")
+    assert states.resolve(ra, "heads/origin/main~1").oid == s1
+    r = opal("log", "origin/main", cwd=a)
+    assert r.returncode == 4 and "ambiguous" in r.stderr
+    r = opal("log", "--oneline", "remotes/origin/main", cwd=a)
+    assert r.returncode == 0 and s1.hex()[:7] in r.stdout and s2.hex()[:7] not in r.stdout
+    # Without a local branch of that name, origin/main is the remote's, as before.
+    porcelain.branch_delete(ra, "origin/main", force=True)
+    assert states.resolve(ra, "origin/main").oid == s1
