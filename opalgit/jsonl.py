@@ -10,11 +10,15 @@ the exact bytes instead, so a round trip is byte-identical either way.
 from __future__ import annotations
 
 import json
+import os
+import sys
+from functools import partial
 from typing import IO, Any, Iterator
 
 import msgpack as _msgpack
 
 from .errors import InputError
+from .fileio import MAX_PIECE
 from .structs import dataclass
 
 try:  # a C parser several times faster than the standard library's; optional
@@ -87,31 +91,64 @@ def dumps(value: Any) -> bytes:
     """
     if _orjson is not None:
         try:
-            out = _orjson.dumps(value)
+            out = _orjson.dumps(value, option=_OPTIONS)
         except (TypeError, _orjson.JSONEncodeError):
             pass
         else:
             if _renders_alike(value, out):
                 return out
-    return _stdlib_dumps(value)
+    return _stdlib_render(value)[0]
+
+
+# orjson writes a subclass of str as a string; a BigInteger must be written as its
+# digits, so every subclass goes the standard library's way (none other occurs).
+_OPTIONS = _orjson.OPT_PASSTHROUGH_SUBCLASS if _orjson is not None else 0
+
+
+def _stdlib_render(value: Any) -> tuple[bytes, bool]:
+    """:func:`dumps` by the standard library alone (the renderer the fast path
+    matches), and whether the value held a :class:`BigInteger` (written as its digits)."""
+    bigs: list[BigInteger] = []
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, BigInteger):
+            bigs.append(v)
+            return f"\0{mark}{len(bigs) - 1}\0"
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [swap(x) for x in v]
+        return v
+
+    mark = os.urandom(8).hex()
+    text = _encoder.encode(swap(value))
+    for i, digits in enumerate(bigs):
+        # A string holding NUL is written with \u0000: the marker cannot occur otherwise.
+        text = text.replace(f'"\\u0000{mark}{i}\\u0000"', str.__str__(digits), 1)
+    return text.encode("utf-8", "surrogatepass"), bool(bigs)
 
 
 def _stdlib_dumps(value: Any) -> bytes:
-    """:func:`dumps` by the standard library alone (the renderer the fast path matches)."""
-    return _encoder.encode(value).encode("utf-8", "surrogatepass")
+    return _stdlib_render(value)[0]
 
 
 def exact(value: Any, raw: bytes) -> bool:
-    """True when :func:`dumps` reproduces ``raw`` byte for byte."""
+    """True when :func:`dumps` reproduces ``raw`` byte for byte and the value can be
+    stored as a record (msgpack carries integers of 64 bits at most, and a
+    :class:`BigInteger` would come back a string)."""
     if _orjson is not None:
         try:
-            if _orjson.dumps(value) == raw and _renders_alike(value, raw):
+            if _orjson.dumps(value, option=_OPTIONS) == raw and _renders_alike(value, raw):
                 return True
         except (TypeError, _orjson.JSONEncodeError):
             pass
     try:
-        return _stdlib_dumps(value) == raw
-    except (ValueError, TypeError, UnicodeEncodeError):
+        out, big = _stdlib_render(value)
+        if big or out != raw:
+            return False
+        _msgpack.packb(value)  # the slow path only: what orjson refused
+        return True
+    except (ValueError, TypeError, UnicodeEncodeError, OverflowError):
         return False
 
 
@@ -126,17 +163,32 @@ class Line:
     terminated: bool  # False only for a last line that has no b"\n" yet
 
 
-def iter_lines(fh: IO[bytes], *, start: int = 0, first_number: int = 1) -> Iterator[Line]:
+#: The longest line read (see :data:`fileio.MAX_PIECE`): a longer one is refused, not
+#: read into memory whole (a file of one endless line would take all of it).
+MAX_LINE = MAX_PIECE
+
+
+def iter_lines(fh: IO[bytes], *, start: int = 0, first_number: int = 1, limit: int | None = None) -> Iterator[Line]:
     """Yield the lines of a binary stream from byte offset ``start``.
 
     Blank lines are yielded too (callers skip them) so that line numbers stay true.
+    A line longer than ``limit`` bytes (:data:`MAX_LINE`) raises :class:`InputError` naming it.
     """
+    limit = limit or MAX_LINE
     fh.seek(start)
     pos = start
     number = first_number
-    for chunk in iter(fh.readline, b""):
+    for chunk in iter(partial(fh.readline, limit), b""):
         end = pos + len(chunk)
         terminated = chunk.endswith(b"\n")
+        if not terminated and len(chunk) >= limit:
+            name = getattr(fh, "name", None)
+            raise InputError(
+                f"a line longer than {limit >> 20 or limit} {'MiB' if limit >> 20 else 'bytes'}, "
+                "longer than any agent writes",
+                path=name if isinstance(name, str) else None, line=number,
+                hint="check that this is an agent's session file (not a log, an image or a dump)",
+            )
         raw = chunk[:-1] if terminated else chunk
         yield Line(number, pos, end, raw, terminated)
         pos = end
@@ -145,6 +197,27 @@ def iter_lines(fh: IO[bytes], *, start: int = 0, first_number: int = 1) -> Itera
 
 class ParseFailure(Exception):
     """Internal: a line that is not a JSON value (carries a short reason)."""
+
+
+# Python refuses to turn a decimal string of more digits than this into an int (the
+# conversion takes quadratic time: a line of a million digits would take a minute).
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or None
+
+
+class BigInteger(str):
+    """A JSON integer longer than Python converts (over 4,300 digits), kept as its
+    digits. The line that holds one is stored as its bytes (no rendering of the value
+    reproduces them: :func:`exact` is False), so it commits and round-trips
+    byte-identically; only a converted view of it (another agent's format) shows the
+    number as a string of its digits."""
+
+    __slots__ = ()
+
+
+def _integer(text: str) -> int | BigInteger:
+    if _INT_DIGITS is not None and len(text) - text.startswith("-") > _INT_DIGITS:
+        return BigInteger(text)
+    return int(text)
 
 
 def parse(raw: bytes) -> Any:
@@ -162,6 +235,32 @@ def parse(raw: bytes) -> Any:
         raise ParseFailure(f"not UTF-8 (byte {exc.start})") from None
     try:
         return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseFailure(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ParseFailure("JSON nested too deeply") from None
+    except ValueError:  # an integer past the int-string limit (the only other ValueError)
+        pass
+    try:
+        return json.loads(text, parse_int=_integer)
+    except RecursionError:
+        raise ParseFailure("JSON nested too deeply") from None
+
+
+def parse_kept(raw: bytes) -> Any:
+    """Parse a line that was kept as its bytes (one :func:`exact` refused) so that every
+    number reads back as written: orjson reads an integer past 64 bits as a float
+    (``1.2345678901234568e+29``), the standard library reads it exactly, and one past
+    the int-string limit becomes a :class:`BigInteger`. What re-renders such a line (an
+    export rewriting its session id) then writes the same digits."""
+    if b"\x00" in raw:
+        raise ParseFailure("binary data (NUL bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseFailure(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        return json.loads(text, parse_int=_integer)
     except json.JSONDecodeError as exc:
         raise ParseFailure(f"not JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:

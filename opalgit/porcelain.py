@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from . import adapters, oplog, redactworker, sequence
+from . import adapters, fileio, oplog, redactworker, sequence
 from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -114,10 +114,12 @@ def find_session(
     """Which session ``opal commit`` records: explicit, tracked, or the newest."""
     if file is not None:
         path = os.path.abspath(file)
-        if not os.path.isfile(path):
-            raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file")
-        with open(path, "rb") as fh:
-            head = fh.read(64 * 1024)
+        try:
+            # A regular file only: a FIFO or a device would block or never end.
+            with fileio.open_input(path, hint="give the path of the agent's session file") as fh:
+                head = fh.read(64 * 1024)
+        except FileNotFoundError:
+            raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file") from None
         for ad in [adapters.get(agent)] if agent else adapters.each():
             if agent or ad.sniff(path, head):
                 st = os.stat(path)

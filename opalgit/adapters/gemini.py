@@ -55,6 +55,7 @@ from .base import (
     foreign_file,
     LineIndex,
     reopen,
+    open_session,
 )
 from .gemini_log import (
     _SKIP,
@@ -489,14 +490,7 @@ class GeminiAdapter(Adapter):
 
     def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
         full = start == 0
-        try:
-            fh = open(path, "rb")
-        except IsADirectoryError:
-            raise InputError("this is a folder, not a session file", path=path,
-                             hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats") from None
-        except OSError as exc:
-            raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
-                             hint="check the path and its permissions") from None
+        fh = open_session(path, "give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
         with fh:
             size = os.fstat(fh.fileno()).st_size
             old = dict(state or {})
@@ -591,7 +585,7 @@ class GeminiAdapter(Adapter):
         """
         fh.seek(0)
         try:
-            jsonl.parse(fh.readline().rstrip(b"\n"))
+            jsonl.parse(fh.readline(jsonl.MAX_LINE).rstrip(b"\n"))
             first_ok = True
         except jsonl.ParseFailure:
             first_ok = False
