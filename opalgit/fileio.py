@@ -78,8 +78,10 @@ def open_input(path: str, *, what: str = "session file", hint: str | None = None
         fh.close()
         # Not read at all: a pipe or a device may never end, and opal reads a session
         # file again from where the last commit stopped, which a stream cannot give.
+        if what == "session file" and not stat.S_ISDIR(mode):
+            hint += "; to record a stream, save it to a file first (cat PIPE > session.jsonl)"
         raise InputError(f"this is {kind_of(mode)}, not a {what}: opal reads only regular files", path=path,
-                         hint=f"{hint}; to record a stream, save it to a file first (cat PIPE > session.jsonl)")
+                         hint=hint)
     if hasattr(os, "set_blocking"):
         os.set_blocking(fh.fileno(), True)
     return fh

@@ -267,13 +267,38 @@ def parse_kept(raw: bytes) -> Any:
         raise ParseFailure("JSON nested too deeply") from None
 
 
-def sniff_binary(path: str, head: bytes) -> None:
-    """Refuse files that are obviously not text (images, archives, zstd without name)."""
-    if not head:
-        return
+# What a file that is not text most often is, by its first bytes.
+_MAGIC = (
+    (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a zip archive"), (b"\x1f\x8b", "a gzip archive"),
+    (b"\x28\xb5\x2f\xfd", "a zstd archive"), (b"7z\xbc\xaf", "a 7-Zip archive"), (b"\x7fELF", "a program (ELF)"),
+    (b"SQLite format 3\x00", "an SQLite database"), (b"BZh", "a bzip2 archive"), (b"\xfd7zXZ", "an xz archive"),
+)
+_WIDE = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
+def describe_binary(head: bytes) -> tuple[str, str] | None:
+    """(what the file is, what to do) for a file that is obviously not UTF-8 text, from
+    its first bytes; None when it may be text."""
+    for magic, what in _WIDE:
+        if head.startswith(magic):
+            return (f"{what} text, not UTF-8", f"convert it first: iconv -f {what} -t UTF-8 FILE > session.jsonl")
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return (f"{what}, not a JSON-lines session", "give the path of the agent's .jsonl session file")
     if b"\x00" in head[:4096]:
-        raise InputError(
-            "this is a binary file, not a JSON-lines session",
-            path=path,
-            hint="give the path of the agent's .jsonl session file",
-        )
+        if head[1:2] == b"\x00" or head[:1] == b"\x00":  # UTF-16 without a byte-order mark
+            return ("UTF-16 text (or binary data), not UTF-8",
+                    "if it is UTF-16, convert it first: iconv -f UTF-16 -t UTF-8 FILE > session.jsonl")
+        return ("a binary file, not a JSON-lines session", "give the path of the agent's .jsonl session file")
+    return None
+
+
+def sniff_binary(path: str, head: bytes) -> None:
+    """Refuse files that are obviously not text (images, archives, UTF-16, zstd
+    without its name), saying what they are."""
+    found = describe_binary(head) if head else None
+    if found is not None:
+        what, hint = found
+        raise InputError(f"this is {what}", path=path, line=1, hint=hint)

@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from . import adapters, fileio, oplog, redactworker, sequence
+from . import adapters, fileio, jsonl, oplog, redactworker, sequence
 from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -125,6 +125,7 @@ def find_session(
                 st = os.stat(path)
                 stem = os.path.basename(path).split(".")[0]
                 return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size))
+        jsonl.sniff_binary(path, head)  # an image, an archive, UTF-16: say which
         raise InputError(
             "not a session file of any agent opal knows",
             path=file,

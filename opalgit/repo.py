@@ -231,7 +231,9 @@ class Repository:
 
     @property
     def initialized(self) -> bool:
-        return os.path.isfile(os.path.join(self.opal_dir, "config"))
+        # exists, not isfile: a config that is no regular file is reported as such
+        # when it is read (fileio.open_input), not as "opal is not set up".
+        return os.path.exists(os.path.join(self.opal_dir, "config"))
 
     @property
     def config(self) -> pygit2.Config:

@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Iterator, Mapping, Sequence
 
-from .. import jsonl
+from .. import fileio, jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
 from .base import (
@@ -251,9 +251,9 @@ def _not_a_session(path: str, line: int, problem: str) -> InputError:
 
 def _read_text(path: str, limit: int = 64 * 1024) -> str | None:
     try:
-        with open(path, "rb") as fh:
+        with fileio.open_input(path, what="marker file") as fh:  # never a FIFO: it would block
             return fh.read(limit).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, InputError):
         return None
 
 
@@ -276,11 +276,12 @@ def _cwd_for(path: str, phash: str) -> str | None:
 def _load_registry(path: str) -> tuple[dict, str | None]:
     """``projects.json`` as ``{"projects": {...}}`` and, if it is unusable, why."""
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read().decode("utf-8"))
+        data = json.loads(fileio.read_input(path, what="project registry", limit=DOCUMENT_LIMIT).decode("utf-8"))
     except FileNotFoundError:
         return {"projects": {}}, None
-    except (OSError, ValueError) as exc:
+    except InputError as exc:
+        return {"projects": {}}, f"unreadable ({exc.message})"
+    except (OSError, ValueError, RecursionError) as exc:
         return {"projects": {}}, f"unreadable ({exc.__class__.__name__})"
     projects = data.get("projects") if isinstance(data, dict) else None
     if not isinstance(projects, dict) or not all(
