@@ -83,26 +83,21 @@ def dumps(value: Any) -> bytes:
     third of the time (an export writes every record), so its output is used when no
     float in it may be written otherwise (:func:`_renders_alike`, the check
     :func:`exact` relies on; ``tests/core/test_jsonl_exact.py``). What orjson refuses
-    (lone surrogates, integers past 64 bits, keys that are not strings) goes to the
-    standard library. One difference remains: orjson writes NaN and the infinities as
+    (lone surrogates, integers past 64 bits, keys that are not strings, a
+    :class:`BigInteger`) goes to the standard library. One difference remains: orjson writes NaN and the infinities as
     ``null`` where the standard library refuses them; no stored record holds one (a
     line with one is kept as its bytes), so only a value built from such a line, e.g.
     a tool call's arguments, is written with ``null`` instead of failing.
     """
     if _orjson is not None:
         try:
-            out = _orjson.dumps(value, option=_OPTIONS)
+            out = _orjson.dumps(value)
         except (TypeError, _orjson.JSONEncodeError):
             pass
         else:
             if _renders_alike(value, out):
                 return out
     return _stdlib_render(value)[0]
-
-
-# orjson writes a subclass of str as a string; a BigInteger must be written as its
-# digits, so every subclass goes the standard library's way (none other occurs).
-_OPTIONS = _orjson.OPT_PASSTHROUGH_SUBCLASS if _orjson is not None else 0
 
 
 def _stdlib_render(value: Any) -> tuple[bytes, bool]:
@@ -124,7 +119,7 @@ def _stdlib_render(value: Any) -> tuple[bytes, bool]:
     text = _encoder.encode(swap(value))
     for i, digits in enumerate(bigs):
         # A string holding NUL is written with \u0000: the marker cannot occur otherwise.
-        text = text.replace(f'"\\u0000{mark}{i}\\u0000"', str.__str__(digits), 1)
+        text = text.replace(f'"\\u0000{mark}{i}\\u0000"', digits.digits, 1)
     return text.encode("utf-8", "surrogatepass"), bool(bigs)
 
 
@@ -138,7 +133,7 @@ def exact(value: Any, raw: bytes) -> bool:
     :class:`BigInteger` would come back a string)."""
     if _orjson is not None:
         try:
-            if _orjson.dumps(value, option=_OPTIONS) == raw and _renders_alike(value, raw):
+            if _orjson.dumps(value) == raw and _renders_alike(value, raw):
                 return True
         except (TypeError, _orjson.JSONEncodeError):
             pass
@@ -204,14 +199,29 @@ class ParseFailure(Exception):
 _INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or None
 
 
-class BigInteger(str):
-    """A JSON integer longer than Python converts (over 4,300 digits), kept as its
-    digits. The line that holds one is stored as its bytes (no rendering of the value
-    reproduces them: :func:`exact` is False), so it commits and round-trips
-    byte-identically; only a converted view of it (another agent's format) shows the
-    number as a string of its digits."""
+class BigInteger:
+    """A JSON integer longer than Python converts (over 4,300 digits: the conversion
+    takes quadratic time), kept as its digits. :func:`dumps` writes the digits, the
+    record codec stores it as an extension type (:mod:`codec`), and a line that holds
+    one is stored as its bytes (:func:`exact` is False), so it commits and round-trips
+    byte-identically."""
 
-    __slots__ = ()
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: str) -> None:
+        self.digits = digits
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BigInteger) and other.digits == self.digits
+
+    def __hash__(self) -> int:
+        return hash(self.digits)
+
+    def __str__(self) -> str:
+        return self.digits
+
+    def __repr__(self) -> str:
+        return f"BigInteger({len(self.digits)} digits)"
 
 
 def _integer(text: str) -> int | BigInteger:
@@ -245,6 +255,17 @@ def parse(raw: bytes) -> Any:
         return json.loads(text, parse_int=_integer)
     except RecursionError:
         raise ParseFailure("JSON nested too deeply") from None
+
+
+def loads(text: str) -> Any:
+    """``json.loads``, with an integer past the int-string limit read as a
+    :class:`BigInteger` instead of raising ValueError (a whole-file document)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the int-string limit
+        return json.loads(text, parse_int=_integer)
 
 
 def parse_kept(raw: bytes) -> Any:

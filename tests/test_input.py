@@ -73,12 +73,37 @@ def test_an_integer_of_thousands_of_digits_commits_and_exports_byte_identically(
 def test_big_integers_read_exactly_from_a_kept_line():
     line = claude_lines(BIG)[2].rstrip(b"\n")
     value = jsonl.parse(line)
-    assert isinstance(value["digits5000"], jsonl.BigInteger) and value["digits5000"] == "7" * 5000
+    assert value["digits5000"] == jsonl.BigInteger("7" * 5000)
     assert not jsonl.exact(value, line)  # kept as its bytes, never as a record of strings
     kept = jsonl.parse_kept(line)
     assert kept["past64"] == 2**64 and kept["thirty"] == 123456789012345678901234567890
     assert jsonl.dumps(kept) == line
     assert not jsonl.exact(kept, line)  # msgpack carries 64 bits at most
+
+
+def test_the_record_codec_carries_integers_of_any_size():
+    from opalgit import codec
+
+    value = {"a": 2**64, "b": -(2**200), "c": [jsonl.BigInteger("-" + "9" * 5000)], "d": 2**63 - 1, "e": True}
+    assert codec.unpack_ordered(codec.pack_ordered(value)) == value
+    packed = codec.pack_canonical("turn", {"agent": "x", "rec": codec.pack_ordered(value)})
+    assert codec.unpack_canonical(packed, "turn")["rec"] == codec.pack_ordered(value)
+
+
+def test_a_gemini_document_with_huge_integers_commits_and_exports_them(ready, home, tmp_path):
+    doc = {"sessionId": "0199a1b2-0000-7000-8000-000000000001", "projectHash": "h",
+           "startTime": "2026-01-01T00:00:00.000Z", "lastUpdated": "2026-01-01T00:00:00.000Z",
+           "messages": [{"id": "m1", "timestamp": "2026-01-01T00:00:01.000Z", "type": "user", "content": "hi",
+                         "n": 0}]}
+    text = json.dumps(doc, indent=2).replace('"n": 0', f'"n": {"7" * 5000}, "m": {2**70}')
+    src = tmp_path / "session-2026-01-01T00-00-0199a1b2.json"
+    src.write_text(text)
+    r = opal("commit", "--file", str(src), "--agent", "gemini", cwd=ready)
+    assert r.returncode == 0, r.stderr
+    r = opal("export", "--to", "gemini", "--json", cwd=ready)
+    assert r.returncode == 0, r.stderr
+    written = open(json.loads(r.stdout)["files"][0], "rb").read()
+    assert b'"n":' + b"7" * 5000 + b',"m":' + str(2**70).encode() in written
 
 
 # ------------------------------------------------------------------ paths that are not files

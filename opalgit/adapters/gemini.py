@@ -378,7 +378,7 @@ def _has_resumable_content(path: str, size: int) -> bool:
 def _document(data: bytes) -> tuple[dict, list, str] | None:
     """A legacy single-JSON session: (header, messages, list key), or None."""
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = jsonl.loads(data.decode("utf-8"))  # an integer of any length too
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(doc, dict):
@@ -603,7 +603,7 @@ class GeminiAdapter(Adapter):
         if first_ok:
             return None
         try:
-            value = json.loads(data.decode("utf-8"))
+            value = jsonl.loads(data.decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             if not path.endswith(".json"):
                 return None  # reported line by line: "the first line is not JSON"
