@@ -49,6 +49,23 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def folder_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a folder a user named (``-C``, ``--cwd``,
+    ``--keep``), in words; None when it is a folder (or a link to one)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link that loops (following it leads back to it)"
+        if exc.errno == errno.ENOENT:
+            return f"a symbolic link to {os.readlink(path)}, which does not exist" if os.path.islink(path) \
+                else "no such folder"
+        return f"cannot be opened ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return None
+    return "this is a file, not a folder" if stat.S_ISREG(mode) else f"this is {kind_of(mode)}, not a folder"
+
+
 def open_input(path: str, *, what: str = "session file", hint: str | None = None,
                buffering: int = -1) -> BinaryIO:
     """``path`` opened for reading in binary, when it is a regular file (a link to one

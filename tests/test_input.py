@@ -234,3 +234,21 @@ def test_open_input_never_blocks_and_reads_a_link_to_a_file(tmp_path):
     big.write_bytes(b"x" * 2000)
     with pytest.raises(InputError, match="larger than"):
         fileio.read_input(str(big), what="config file", limit=1000)
+
+
+def test_a_folder_option_names_what_the_path_is(ready, tmp_path):
+    from tests.core.test_porcelain import place
+
+    place(ready.parent / "home", ready, lines=5)
+    assert opal("commit", cwd=ready).returncode == 0
+    paths = special_paths(tmp_path)
+    paths["a file"] = str(tmp_path / "plain.txt")
+    (tmp_path / "plain.txt").write_text("x\n")
+    said = dict(EXPECTED, **{"a file": "a file", "fifo": "a named pipe (FIFO), not a folder",
+                             "/dev/zero": "a device", "/dev/null": "a device"})
+    for name, path in paths.items():
+        for argv, code in ((["-C", path, "status"], 2), (["export", "--to", "claude", "--cwd", path, "--dry-run"], 2),
+                           (["demo", "--keep", path], 2)):
+            r = opal(*argv, cwd=ready)
+            assert r.returncode == code, (argv, r.stderr)
+            assert path in r.stderr and said[name] in r.stderr and "Traceback" not in r.stderr, (argv, r.stderr)
