@@ -220,13 +220,18 @@ def unpack_canonical(data: bytes, kind: str | None = None) -> dict:
 
 
 def pack_ordered(value: Any) -> bytes:
-    """Pack a source value keeping its key order (order is part of the record)."""
-    return msgpack.packb(value, use_bin_type=True, default=_default)
+    """Pack a source value keeping its key order (order is part of the record).
+
+    A lone surrogate (JSON's ``"\\ud800"``, which a whole document such as a Gemini
+    session may hold) is written as its surrogatepass bytes, as payloads are, and read
+    back as the same code point; every other string is plain UTF-8."""
+    return msgpack.packb(value, use_bin_type=True, default=_default, unicode_errors="surrogatepass")
 
 
 def unpack_ordered(data: bytes) -> Any:
     try:
-        return msgpack.unpackb(data, raw=False, ext_hook=_ext_hook, strict_map_key=False)
+        return msgpack.unpackb(data, raw=False, ext_hook=_ext_hook, strict_map_key=False,
+                               unicode_errors="surrogatepass")
     except CorruptObjectError:
         raise
     except Exception as exc:

@@ -45,10 +45,8 @@ _FUTURE_MARGIN = 9 * 24 * 3600
 # git's tm_to_time_t works for 1970-2099 only.
 _END = 4102444800  # 2100-01-01T00:00:00Z
 
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _FULL_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
                 "september", "october", "november", "december")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _FULL_DAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
 
 _RAW = re.compile(r"(@?)(\d{1,19}) ([+-])(\d\d)(\d\d)")

@@ -252,3 +252,14 @@ def test_a_folder_option_names_what_the_path_is(ready, tmp_path):
             r = opal(*argv, cwd=ready)
             assert r.returncode == code, (argv, r.stderr)
             assert path in r.stderr and said[name] in r.stderr and "Traceback" not in r.stderr, (argv, r.stderr)
+
+
+def test_a_gemini_document_with_a_lone_surrogate_commits(ready, tmp_path):
+    # Found by the fuzz test: a record of a whole document holding "\ud800" could not
+    # be packed (UnicodeEncodeError, exit 70).
+    doc = ('{"sessionId":"0199a1b2-0000-7000-8000-000000000001","projectHash":"h","startTime":"2026-01-01T00:00:00Z",'
+           '"messages":[{"id":"m1","timestamp":"2026-01-01T00:00:01.000Z","type":"user","content":"hi \\ud800"}]}')
+    src = tmp_path / "session-2026-01-01T00-00-0199a1b2.json"
+    src.write_text(doc)
+    r = opal("commit", "--file", str(src), "--agent", "gemini", cwd=ready)
+    assert r.returncode == 0, r.stderr

@@ -197,7 +197,8 @@ def test_author_config_and_email_variable_come_in_git_order(ready):
     git("config", "author.name", "Config Author", cwd=str(ready))
     git("config", "committer.email", "committer@example.org", cwd=str(ready))
     git("config", "--unset", "user.email", cwd=str(ready), check=False)
-    env = {"EMAIL": "env@example.org", "GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000001 +0000"}
+    env = {"EMAIL": "env@example.org", "GIT_AUTHOR_DATE": "@1700000000 +0000",
+           "GIT_COMMITTER_DATE": "@1700000001 +0000"}
     assert opal("commit", cwd=ready, env=env).returncode == 0
     assert signed(ready, "refs/opal/heads/main") == git_idents(ready, env)
 
