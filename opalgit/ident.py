@@ -131,6 +131,8 @@ def _fields_date(y: int, mo: int, d: int, h: int, mi: int, s: int, zone: int | N
         if len(fits) != 1:
             raise LookupError(f"{y}-{mo}-{d} {h}:{mi}:{s}")
         zone = fits.pop()
+    if then - zone * 60 < 0:
+        raise ValueError("before 1970")  # git wraps it around as an unsigned number
     return then - zone * 60, zone
 
 
@@ -138,8 +140,7 @@ def parse_date(text: str, now: float) -> tuple[int, int] | None:
     """(seconds since the epoch, minutes east of UTC) of a date git reads in
     ``GIT_AUTHOR_DATE``, or None where this parser cannot be sure it reads ``text``
     as git does (the caller then asks git)."""
-    text = text.strip()
-    raw = _RAW.fullmatch(text)
+    raw = _RAW.fullmatch(text)  # git reads "@..." as raw only when nothing surrounds it
     if raw is not None:
         at, stamp, sign, hh, mm = raw.groups()
         seconds = int(stamp)
@@ -147,6 +148,7 @@ def parse_date(text: str, now: float) -> tuple[int, int] | None:
             return None  # git reads these otherwise, or refuses them
         offset = int(hh) * 60 + int(mm)
         return seconds, -offset if sign == "-" else offset
+    text = text.strip()  # git's parser skips what is not a word, a number or a zone
     try:
         iso = _ISO.fullmatch(text)
         if iso is not None:

@@ -107,7 +107,7 @@ EDGE_FORMS = [
     "2026-10-04 01:59:59", "2026-10-04 03:00:00", "2026-03-08 02:30:00", "2026-11-01 01:30:00",
     "2026-03-29 01:30:00", "2026-10-25 01:30:00", "2026-03-01T12:00:00.5", "2026-03-01T12:00:00.1234",
     "5 +0000", "2026-03-01", "garbage", "2026.03.01 12:00:00", "@1700000000 +9999", "2026-02-30 12:00:00",
-    "2099-01-01T00:00:00Z", "12:00:00 +0100 2026-03-01",
+    "2099-01-01T00:00:00Z", "12:00:00 +0100 2026-03-01", " @5 +0000", "@5 +0000 ", " 2026-03-01T12:00:00Z ",
 ]
 
 
@@ -248,3 +248,37 @@ def test_a_codex_export_lands_in_the_folder_of_the_local_date(tmp_path, name, da
     assert os.path.basename(path).startswith(f"rollout-{local}-")
     zone = zoneinfo.ZoneInfo(name)
     assert local == datetime.datetime.fromtimestamp(now_ms / 1000, zone).strftime("%Y-%m-%dT%H-%M-%S")
+
+
+def _render(t: int, offset: int, form: int) -> str:
+    sign = "-" if offset < 0 else "+"
+    hh, mm = divmod(abs(offset), 60)
+    local = time.gmtime(t + offset * 60)
+    if form == 0:
+        return f"@{t} {sign}{hh:02d}{mm:02d}"
+    if form == 1:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", local) + f"{sign}{hh:02d}:{mm:02d}"
+    if form == 2:
+        return time.strftime("%a, %d %b %Y %H:%M:%S ", local) + f"{sign}{hh:02d}{mm:02d}"
+    if form == 3:
+        return time.strftime("%a %b %d %H:%M:%S %Y ", local) + f"{sign}{hh:02d}{mm:02d}"
+    return time.strftime("%Y-%m-%d %H:%M:%S", local)  # no zone: local time
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(t=st.integers(min_value=0, max_value=int(time.time())), offset=st.integers(min_value=-23 * 60 - 59,
+                                                                                   max_value=23 * 60 + 59),
+       form=st.integers(min_value=0, max_value=4), zone=st.sampled_from(ZONES))
+@settings(max_examples=150, deadline=None)
+def test_any_date_of_the_forms_reads_as_git_reads_it(t, offset, form, zone):
+    value = _render(t, offset, form)
+    with local_zone(zone):
+        mine = ident.parse_date(value, time.time())
+        if mine is not None:
+            assert mine == git_date(value, {"TZ": zone}), (zone, value)
+        else:
+            # Left to git: a local time next to a clock change, or before 1970.
+            assert form == 4 or t + offset * 60 < 86400 or t < 86400, value
