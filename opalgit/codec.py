@@ -30,7 +30,6 @@ import msgpack
 import zstandard
 
 from .errors import CorruptObjectError
-from .jsonl import BigInteger
 
 FORMAT_VERSION = 1
 
@@ -174,6 +173,8 @@ def _default(obj: Any) -> Any:
         # Past msgpack's 64 bits (a JSON integer of a whole document, e.g. Gemini's):
         # two's complement, big-endian, which converts in linear time at any size.
         return msgpack.ExtType(_EXT_BIG_INT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
+    from .jsonl import BigInteger  # here: readers that never meet one do not load jsonl (and orjson)
+
     if isinstance(obj, BigInteger):
         return msgpack.ExtType(_EXT_BIG_DIGITS, obj.digits.encode("ascii"))
     raise TypeError(f"cannot encode {type(obj).__name__}")
@@ -185,6 +186,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_BIG_INT and data:
         return int.from_bytes(data, "big", signed=True)
     if code == _EXT_BIG_DIGITS and _DIGITS.fullmatch(data):
+        from .jsonl import BigInteger
+
         return BigInteger(data.decode("ascii"))
     raise CorruptObjectError(f"unknown msgpack extension type {code}")
 

@@ -23,7 +23,6 @@ there. Pure: no git, no environment of its own (the caller passes both).
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from typing import Callable, Mapping
@@ -118,6 +117,8 @@ def _fields_date(y: int, mo: int, d: int, h: int, mi: int, s: int, zone: int | N
     Raises ValueError where git reads it otherwise, and LookupError for a local time
     that a clock change skips or repeats (git asks libc's ``mktime``, whose answer
     there depends on what it was asked before: git alone can say)."""
+    import calendar  # here: a commit signed now never needs it (it costs ~1 ms)
+
     if not (1970 <= y < 2100 and 1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1]):
         raise ValueError("date")
     if not (h < 24 and mi < 60 and s < 60):
@@ -152,6 +153,8 @@ def parse_date(text: str, now: float) -> tuple[int, int] | None:
     try:
         iso = _ISO.fullmatch(text)
         if iso is not None:
+            import calendar
+
             y, mo, d = int(iso["y"]), int(iso["mo"]), int(iso["d"])
             if calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0)) > now + _FUTURE_MARGIN:
                 return None
