@@ -84,10 +84,11 @@ def dumps(value: Any) -> bytes:
     float in it may be written otherwise (:func:`_renders_alike`, the check
     :func:`exact` relies on; ``tests/core/test_jsonl_exact.py``). What orjson refuses
     (lone surrogates, integers past 64 bits, keys that are not strings, a
-    :class:`BigInteger`) goes to the standard library. One difference remains: orjson writes NaN and the infinities as
-    ``null`` where the standard library refuses them; no stored record holds one (a
-    line with one is kept as its bytes), so only a value built from such a line, e.g.
-    a tool call's arguments, is written with ``null`` instead of failing.
+    :class:`BigInteger`) goes to the standard library. One difference remains: orjson
+    writes NaN and the infinities as ``null`` where the standard library refuses
+    them; no stored record holds one (a line with one is kept as its bytes), so only a
+    value built from such a line, e.g. a tool call's arguments, is written with
+    ``null`` instead of failing.
     """
     if _orjson is not None:
         try:
@@ -103,6 +104,10 @@ def dumps(value: Any) -> bytes:
 def _stdlib_render(value: Any) -> tuple[bytes, bool]:
     """:func:`dumps` by the standard library alone (the renderer the fast path
     matches), and whether the value held a :class:`BigInteger` (written as its digits)."""
+    try:
+        return _encoder.encode(value).encode("utf-8", "surrogatepass"), False
+    except TypeError:  # a BigInteger, or something no JSON can hold
+        pass
     bigs: list[BigInteger] = []
 
     def swap(v: Any) -> Any:
