@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from . import adapters, fileio, jsonl, oplog, redactworker, sequence
+from . import adapters, oplog, redactworker, sequence
 from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -113,6 +113,8 @@ def find_session(
 ) -> Pick:
     """Which session ``opal commit`` records: explicit, tracked, or the newest."""
     if file is not None:
+        from . import fileio, jsonl
+
         path = os.path.abspath(file)
         try:
             # A regular file only: a FIFO or a device would block or never end.
