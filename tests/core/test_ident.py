@@ -274,7 +274,7 @@ from hypothesis import strategies as st  # noqa: E402
 @given(t=st.integers(min_value=0, max_value=int(time.time())), offset=st.integers(min_value=-23 * 60 - 59,
                                                                                    max_value=23 * 60 + 59),
        form=st.integers(min_value=0, max_value=4), zone=st.sampled_from(ZONES))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=int(os.environ.get("OPAL_FUZZ_EXAMPLES", "150")), deadline=None)
 def test_any_date_of_the_forms_reads_as_git_reads_it(t, offset, form, zone):
     value = _render(t, offset, form)
     with local_zone(zone):
