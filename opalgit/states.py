@@ -74,8 +74,8 @@ def write_state(
     if packs is not None:
         entries.append((PACKS_TREE, True, packs))
     tree = store.write_tree(entries)
-    sig = repo.signature()
-    oid = store.write_commit(tree, parents, sig, sig, message)
+    author, committer = repo.signatures()
+    oid = store.write_commit(tree, parents, author, committer, message)
     store.flush()
     return oid
 
