@@ -768,6 +768,7 @@ def test_signals_reach_a_command_that_runs_here_past_a_stopped_server(served, pr
         proc = served.popen("hook", "post-rewrite", "amend", cwd=project, env={"CI": "true"})
         assert _wait(lambda: proc.poll() is None and _reading_stdin(proc.pid), 30), proc.poll()
         proc.send_signal(signum)
+        proc.wait(timeout=60)  # with its input still open: only the signal can end it
         out, err = proc.communicate(timeout=60)
         assert f"the command server {old} is stopped" in err
         if signum == signal.SIGINT:
@@ -787,6 +788,7 @@ def test_ctrl_c_while_the_server_is_stopped_after_the_go_ahead_reaches_the_comma
     os.kill(info["pid"], signal.SIGSTOP)
     try:
         proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)  # with its input still open: only the signal can end it
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130 and "Aborted." in err
         assert _wait_gone(child, 10)
