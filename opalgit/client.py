@@ -188,13 +188,16 @@ def main() -> None:
     env = os.environ
     key = server_key(env)
     path = socket_path(env, key)
-    outcome = _try_server(path, key, args)
-    if isinstance(outcome, int):
-        sys.exit(outcome)
-    if outcome is not None:  # a server that does not answer: nothing silent
-        os.write(2, f"opal: {outcome}; this command runs in its own process\n".encode("utf-8", "replace"))
-    if how == "auto":
-        spawn(path, key)  # a new server takes the socket of one that did not answer
+    try:
+        outcome = _try_server(path, key, args)
+        if isinstance(outcome, int):
+            sys.exit(outcome)
+        if outcome is not None:  # a server that does not answer: nothing silent
+            os.write(2, f"opal: {outcome}; this command runs in its own process\n".encode("utf-8", "replace"))
+        if how == "auto":
+            spawn(path, key)  # a new server takes the socket of one that did not answer
+    except KeyboardInterrupt:  # Ctrl-C before the command began anywhere: nothing ran
+        sys.exit(130)
     _run_here()
 
 
@@ -369,7 +372,8 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SI
 
 
 class _Interrupted(Exception):
-    """A signal came before the command's process had the go-ahead: nothing ran."""
+    """A signal came before the command's process had the go-ahead: nothing ran, and
+    the signal is this process's own (see :func:`_try_server`)."""
 
 
 class _Relay:
@@ -453,9 +457,9 @@ class _Relay:
 
 
 def _interrupted(signum: int) -> int:
-    """How a command that a signal interrupted before it began ends: Ctrl-C's status
-    130, as opal's own handling of it gives; the others by the signal itself, which by
-    default ends the process (what a process of its own would have done)."""
+    """How the client of a served command that ended of a signal passed on to it ends:
+    Ctrl-C's status 130, as opal's own handling of it gives; the others by the signal
+    itself, which by default ends the process, as the command's own process ended."""
     import _signal
 
     if signum != _signal.SIGINT:
@@ -492,17 +496,21 @@ def _try_server(path: str, key: str, args: list[str]) -> int | str | None:
         try:
             outcome = _hand_over(sock, relay, payload, deadline, server)
         except _Interrupted:
-            return _interrupted(relay.held[0])
-        if relay.state != "served":
-            if relay.held:  # a signal as this process decided: the command does not start
-                return _interrupted(relay.held[0])
-            if isinstance(outcome, str):
-                return _not_answering(path, server, outcome)
-            return None
-        return _wait_exit(sock, relay)
+            outcome = None
+        if relay.state == "served":
+            return _wait_exit(sock, relay)
+        if isinstance(outcome, str) and not relay.held:
+            return _not_answering(path, server, outcome)
+        return None
     finally:
         sock.close()
         relay.restore()
+        if relay.state != "served" and relay.held:
+            # It came before the go-ahead, or as this process decided where the command
+            # runs: the command has started nowhere, and the signal now does to this
+            # process, with its own handlers back, what it would have done to it
+            # (Ctrl-C: KeyboardInterrupt, see main; SIGTERM and the others end it).
+            os.kill(os.getpid(), relay.held[0])
 
 
 def _hand_over(sock, relay: _Relay, payload: bytes, deadline: float, server: int) -> str | None:

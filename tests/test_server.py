@@ -796,6 +796,18 @@ def test_ctrl_c_while_the_server_is_stopped_after_the_go_ahead_reaches_the_comma
         os.kill(info["pid"], signal.SIGCONT)
 
 
+def test_ctrl_z_stops_the_command_with_its_client_and_fg_continues_both(served, project):
+    info = served.start()
+    assert served.opal("init", cwd=project).returncode == 0
+    proc, child = _reading(served, project, info["pid"])
+    proc.send_signal(signal.SIGTSTP)
+    assert _wait(lambda: client.process_state(child) == "T" and client.process_state(proc.pid) == "T")
+    proc.send_signal(signal.SIGCONT)
+    assert _wait(lambda: client.process_state(child) != "T" and client.process_state(proc.pid) != "T")
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+
+
 def test_server_status_and_stop_of_a_stopped_server(served, project):
     old = _stopped_server(served)
     try:
