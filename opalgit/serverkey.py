@@ -45,7 +45,9 @@ def server_key(env: "os._Environ[str] | dict[str, str]", package: str | None = N
 #: The lines of /proc/self/status a forked process inherits and no request can change:
 #: its capabilities and its sandbox (no_new_privs, seccomp).
 _STATUS_FIELDS = (b"Cap", b"NoNewPrivs:", b"Seccomp")
-_NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "pid_for_children", "time", "user", "uts")
+#: The namespaces that change what a command sees and reaches: files, network,
+#: processes, ids (each costs a /proc look-up on every command; the others rarely differ).
+_NAMESPACES = ("mnt", "net", "pid", "user")
 _PROC: dict[str, bytes | None] = {}
 
 
