@@ -929,7 +929,13 @@ def test_sigkill_of_the_client_mid_commit_leaves_no_lock(served, tmp_path):
 # ------------------------------------------------- what a command takes from its client
 
 
-def test_the_time_zone_is_the_clients(served, project):
+def _committer_offset(repo) -> str:
+    lines = subprocess.run(["git", "cat-file", "-p", "refs/opal/heads/main"], cwd=repo, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    return next(line for line in lines if line.startswith("committer ")).split()[-1]
+
+
+def test_the_time_zone_is_the_clients(served, project, tmp_path):
     served.opal("server", "start", env={"TZ": "UTC"})  # TZ is not part of the key
     before = served.served()
     assert served.opal("init", cwd=project).returncode == 0
@@ -937,15 +943,15 @@ def test_the_time_zone_is_the_clients(served, project):
     r = served.opal("commit", "-m", "served", cwd=project, env=sydney)
     assert r.returncode == 0, r.stderr
     assert served.served() - before == 2 + 1  # both served by the UTC server
-    served_line = subprocess.run(["git", "cat-file", "-p", "refs/opal/heads/main"], cwd=project,
-                                 capture_output=True, text=True, check=True).stdout.splitlines()
-    committer = next(line for line in served_line if line.startswith("committer "))
-    # The same offset as a process of its own in Sydney gives (+1000 or +1100, never +0000).
-    code = "import time; from opalgit.store import Signature; print(Signature.now('a', 'b').encode().decode())"
-    own = subprocess.run([sys.executable, "-c", code], env={**served.env, **sydney}, capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout.split()[-1]
-    assert own in ("+1000", "+1100")
-    assert committer.split()[-1] == own
+    # The same offset as a commit by a process of its own in Sydney (+1000 or +1100,
+    # never the server's +0000).
+    own = tmp_path / "own"
+    subprocess.run(["git", "init", "-q", str(own)], check=True)
+    assert _off(served, "init", cwd=own).returncode == 0
+    r = served.opal("commit", "--file", SESSION, "-m", "own", cwd=own, env={**sydney, "OPAL_SERVER": "off"})
+    assert r.returncode == 0, r.stderr
+    assert _committer_offset(own) in ("+1000", "+1100")
+    assert _committer_offset(project) == _committer_offset(own)
     # The Codex export's date folder is Sydney's date, as for a process of its own.
     import datetime
     import zoneinfo
