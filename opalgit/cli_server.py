@@ -161,10 +161,14 @@ def server_stop(c: Ctx) -> None:
         c.out("No command server runs for this Python and environment.")
         return
     pid = found["pid"] if state == "up" else found  # type: ignore[index]
-    if state != "up" and not (pid and client.our_server(pid, path)):
+    # Where /proc can tell, even a server that answered is checked (the number it gives
+    # is its command process's parent, which is another process if the server just died).
+    checkable = os.path.isdir("/proc/self")
+    if (state != "up" or checkable) and not (pid and client.our_server(pid, path)):
         # Only a process that is verifiably this user's server for this socket is sent
         # a signal; the one listening here cannot be told apart from any other.
-        raise OpalError(f"the process listening at {path} does not answer and cannot be identified as "
+        how = "answers" if state == "up" else "does not answer"
+        raise OpalError(f"the process listening at {path} {how} but cannot be identified as "
                         f"your command server{f' (pid {pid})' if pid else ''}",
                         hint=f"remove {path}: the next command starts a new server")
     try:
