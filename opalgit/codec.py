@@ -246,23 +246,26 @@ def externalize(value: Any, payloads: dict[bytes, bytes], threshold: int = PAYLO
 
     Returns a new value (the input is not modified). Dict key order is kept.
     """
+    return _externalize(value, payloads, threshold)
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            if len(v) >= threshold // 4:  # cheap pre-check before encoding
-                data = v.encode("utf-8", "surrogatepass")
-                if len(data) >= threshold:
-                    d = digest(data)
-                    payloads.setdefault(d, data)
-                    return PayloadRef(d)
-            return v
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
+
+# A module function, not a closure that calls itself: such a closure is a reference
+# cycle, which kept ``payloads`` (a record's long strings as bytes) alive until the
+# next garbage collection, after the record was stored.
+def _externalize(v: Any, payloads: dict[bytes, bytes], threshold: int) -> Any:
+    if isinstance(v, str):
+        if len(v) >= threshold // 4:  # cheap pre-check before encoding
+            data = v.encode("utf-8", "surrogatepass")
+            if len(data) >= threshold:
+                d = digest(data)
+                payloads.setdefault(d, data)
+                return PayloadRef(d)
         return v
-
-    return walk(value)
+    if isinstance(v, dict):
+        return {k: _externalize(x, payloads, threshold) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_externalize(x, payloads, threshold) for x in v]
+    return v
 
 
 def internalize(value: Any, load: Callable[[bytes], bytes]) -> Any:

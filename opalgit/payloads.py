@@ -287,10 +287,13 @@ class _Tip:
             self._window = window[-WINDOW:] if len(window) > WINDOW else window
             self._before = self._content = empty
             return
-        # Views, not copies: what is left of the window before, then the content.
+        # Views, not copies: what is left of the window before, then the content. But
+        # a view keeps all of its bytes alive: of a pack much larger than the window (a
+        # huge tool output) only the window's part is kept, copied.
         keep = WINDOW - len(content)
         self._before = memoryview(window)[max(0, len(window) - keep) :] if keep > 0 else empty
-        self._content = memoryview(content)[-WINDOW:]
+        tail = memoryview(content)[-WINDOW:]
+        self._content = tail if len(content) <= 2 * WINDOW else memoryview(bytes(tail))
 
     def parts(self) -> tuple[memoryview, ...]:
         """The window as pieces to be read one after the other."""
@@ -436,6 +439,12 @@ class Packer:
         # work), but with only the newest 1 MiB, 20 growing commits stored 1.08x one
         # commit instead of 0.96x (files read again long after are found further back).
         self._job = _Job(digests, sizes, content, window, depth, chain, self.tip if base is not None else None)
+        if len(content) > 2 * PACK_BYTES:
+            # A pack this large holds a huge payload (an output of megabytes): it is
+            # written before the next records are read, so that it is not in memory
+            # while the next huge one is parsed, redacted and encoded.
+            del content
+            self.wait()
 
     def wait(self) -> None:
         """Write the pack in flight, if any: its blob, its tree, where its payloads are."""
