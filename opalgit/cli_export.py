@@ -166,7 +166,9 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
 
     Redacted secrets show with their placeholder; a secret still in clear (committed
     before a rule existed, or with redaction off) is listed as such, and 'opal push'
-    refuses to send it. Rules: docs/redaction.md.
+    refuses to send it. Turns, state headers (titles) and commit messages are
+    scanned. Exit code 9 when a secret is in clear, 0 otherwise. Rules:
+    docs/redaction.md.
 
     \b
     Examples:
@@ -178,9 +180,11 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
 
     repo = c.repo()
     res = redaction.scan_states(repo, [resolve(repo, rev).oid], rev, history=history)
+    # A script (or CI) can tell "secrets in clear" without parsing: exit 9, the push gate's code.
+    code = redaction.SecretsFoundError.exit_code if res.leaks else 0
     if as_json:
         c.json(res.to_json())
-        return
+        raise SystemExit(code)
     c.out(f"scanned {res.turns} records in {res.states} states of {rev}")
     for r in res.redacted:
         c.out(f"  redacted   {r['kind']:22} {r['turn']:16} {r['placeholder']}")
@@ -189,4 +193,5 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
     if not res.redacted and not res.leaks:
         c.out("no secrets found")
     elif res.leaks:
-        c.out(c.style(f"{len(res.leaks)} secret(s) in clear: 'opal push' will refuse them; remove them with 'opal drop' or 'opal trim'", fg="red"))
+        c.out(c.style(f"{len(res.leaks)} secret(s) in clear: 'opal push' will refuse them", fg="red"))
+    raise SystemExit(code)

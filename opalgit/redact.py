@@ -386,7 +386,7 @@ class Rules:
         """What may match in ``text``: (rule index -> keywords, needles present)."""
         wake = self._gate.scan([text])[0] if self._gate.gated else {}
         needles = self._present(text)
-        return (wake, needles) if wake or needles else _NOTHING
+        return (wake, needles) if wake or needles or _escaped(text) else _NOTHING
 
     def _known_clean(self, text: str) -> bool:
         if len(text) < _LONG:
@@ -437,7 +437,7 @@ class Rules:
         maybe: dict[str, _Present] = {}
         for j, (t, w) in enumerate(zip(chosen, wakes)):
             p = found.get(j)
-            if w or p:
+            if w or p or _escaped(t):
                 maybe[t] = (w, p or [])
             else:
                 self._mark_clean(t)  # no rule can match in it
@@ -492,10 +492,12 @@ class Rules:
         self._clean_keys.add(key)
         return False
 
-    def find(self, text: str, present: "_Present | None" = None) -> list[tuple[int, int, str]]:
+    def find(self, text: str, present: "_Present | None" = None, _depth: int = 0) -> list[tuple[int, int, str]]:
         """Non-overlapping secrets in ``text`` as ``(start, end, kind)``; placeholders are
         never matched, nor is anything overlapping one. ``present``: what
-        :meth:`suspects` found may match in ``text``, to save looking again."""
+        :meth:`suspects` found may match in ``text``, to save looking again. A text
+        with JSON ``\\u``/``\\/`` escapes is also searched unescaped (a secret written
+        ``ghp\\u005f…`` or ``https:\\/\\/u:pw@h``); such a find spans its escaped form."""
         if len(text) < self.min_text or self._known_clean(text):
             return []
         if len(text) >= _LONG and text in self._found_long:
@@ -503,7 +505,8 @@ class Rules:
         if present is None or present is _KNOWN:  # (forgotten since, if _KNOWN)
             present = self._prefilter(text)
         wake, needles = present
-        if not wake and not needles and not self._always:
+        escaped = _depth < 2 and _escaped(text)  # JSON in JSON: two levels
+        if not wake and not needles and not self._always and not escaped:
             return []
         # The rules to run, each with the keywords it is tried at: a prefiltered rule
         # only at the keywords a prefilter vouched for in this text.
@@ -565,6 +568,8 @@ class Rules:
                     continue
                 reach = m.end()
                 cands.append((rule.priority, a, a - b, rule.name))
+        if escaped:
+            cands += self._unescaped_candidates(masked, _depth)
         if not cands:
             if len(text) < 200 or len(text) >= _LONG:
                 self._mark_clean(text)
@@ -587,9 +592,68 @@ class Rules:
             self._found_long[text] = list(chosen)
         return chosen
 
+    def _unescaped_candidates(self, masked: str, depth: int) -> list[tuple[int, int, int, str]]:
+        """What the rules find in ``masked`` with its JSON escapes decoded, as
+        candidates spanning the escaped text (behind any direct find: priority 60+)."""
+        decoded, pieces = _unescape(masked)
+        if decoded == masked:
+            return []
+        out = []
+        for a, b, kind in self.find(decoded, None, depth + 1):
+            oa, ob = _orig_start(pieces, a), _orig_end(pieces, b - 1)
+            out.append((60, oa, oa - ob, kind))
+        return out
+
     def keyed_secret(self, kind: str, value: str) -> bool:
         """Whether a whole string under a key that names a secret is the secret."""
         return kind in self.kinds and keyed_value_ok(kind, value) and not self.allowed(value)
+
+
+def _escaped(text: str) -> bool:
+    """Whether ``text`` holds JSON escapes that can hide a secret (``\\u…``, ``\\/``)."""
+    return "\\" in text and ("\\u" in text or "\\/" in text)
+
+
+_ESCAPE_RE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"bfnrt]))")
+_SIMPLE_ESCAPES = {"/": "/", "\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(text: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """``text`` with JSON escapes decoded, and its pieces: (decoded start, original
+    start, original length, or -1 for a run copied as it is)."""
+    parts: list[str] = []
+    pieces: list[tuple[int, int, int]] = []
+    pos = dpos = 0
+    for m in _ESCAPE_RE.finditer(text):
+        a = m.start()
+        if a > pos:
+            pieces.append((dpos, pos, -1))
+            parts.append(text[pos:a])
+            dpos += a - pos
+        hexa, simple = m.group(1), m.group(2)
+        parts.append(chr(int(hexa, 16)) if hexa else _SIMPLE_ESCAPES[simple])
+        pieces.append((dpos, a, m.end() - a))
+        dpos += 1
+        pos = m.end()
+    if pos < len(text):
+        pieces.append((dpos, pos, -1))
+        parts.append(text[pos:])
+    return "".join(parts), pieces
+
+
+def _piece(pieces: list[tuple[int, int, int]], p: int) -> tuple[int, int, int]:
+    return pieces[bisect_right(pieces, (p, 1 << 62, 0)) - 1]
+
+
+def _orig_start(pieces: list[tuple[int, int, int]], p: int) -> int:
+    d, o, n = _piece(pieces, p)
+    return o + (p - d) if n < 0 else o
+
+
+def _orig_end(pieces: list[tuple[int, int, int]], last: int) -> int:
+    """Where the decoded character at ``last`` ends in the original text."""
+    d, o, n = _piece(pieces, last)
+    return o + (last - d) + 1 if n < 0 else o + n
 
 
 def _positions(low: str, word: str) -> list[int]:

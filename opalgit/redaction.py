@@ -22,7 +22,9 @@ from typing import Iterable
 
 from . import payloads, sequence
 from .errors import OpalError
-from .model import Turn
+from dataclasses import replace
+
+from .model import SessionInfo, StateHeader, Turn
 from .redact import Finding, Redactor, Rules, placeholders_in_value, restore_bytes, restore_value
 from .repo import Repository
 from .states import STATE_BLOB, load_state
@@ -79,6 +81,61 @@ def redact_turn(turn: Turn, r: Redactor) -> tuple[Turn, list[Finding]]:
         blocks, found = r.redact_value(list(turn.blocks))
         return (turn if not found else Turn.authored(turn.role or "meta", blocks)), found
     return turn, []
+
+
+def redact_header(repo: Repository, header: StateHeader, message: str) -> tuple[StateHeader, str]:
+    """A state header and commit message with their secrets replaced, the originals
+    put in the vault first: the session's title, model and folder, the adapter's
+    resume state (``source.state``, where Claude's ai-title, Codex's thread_name and
+    Gemini's summary are kept), ``extra``, and the message. ``source.path`` stays:
+    the next commit finds the session file by it."""
+    r = redactor(repo)
+    if r is None:
+        return header, message
+    found: list[Finding] = []
+    session, source, extra = header.session, header.source, header.extra
+    if session is not None:
+        m, f = r.redact_value(session.to_map())
+        if f:
+            found += f
+            session = SessionInfo.from_map(m)
+    if source is not None and source.state:
+        st, f = r.redact_value(source.state)
+        if f:
+            found += f
+            source = replace(source, state=st)
+    if extra:
+        ex, f = r.redact_value(extra)
+        if f:
+            found += f
+            extra = ex
+    new_message, f = r.redact_text(message)
+    found += f
+    if not found:
+        return header, message
+    vault(repo).put(found)
+    return replace(header, session=session, source=source, extra=extra), new_message
+
+
+def redact_text_for(repo: Repository, text: str) -> str:
+    """``text`` (a ``squash -m`` summary, a message) with its secrets replaced, the
+    originals in the vault first."""
+    r = redactor(repo)
+    if r is None:
+        return text
+    out, found = r.redact_text(text)
+    if found:
+        vault(repo).put(found)
+    return out
+
+
+def header_values(header: StateHeader) -> dict:
+    """What a state header records as text, for scans."""
+    return {
+        "session": header.session.to_map() if header.session is not None else {},
+        "source.state": header.source.state if header.source is not None else {},
+        "extra": header.extra,
+    }
 
 
 def restore_turn(turn: Turn, mapping: dict[str, str]) -> Turn:
@@ -140,6 +197,12 @@ def scan_states(repo: Repository, heads: Iterable[bytes], rev: str = "", *, hist
             continue
         st = load_state(repo, oid)
         result.states += 1
+        # What the state records besides its turns: the header (titles, the
+        # adapter's resume state) and the commit message.
+        for label, value in (("header", header_values(st.header)), ("message", commit.message)):
+            for hit in scanner.scan_value(value):
+                where = "/".join(str(p) for p in hit.path) or "text"
+                result.leaks.append({"turn": f"{oid.hex()[:10]} {label}", "kind": hit.kind, "where": where})
         number = 0
         for leaf in sequence.leaves(repo.store, st.root):
             items = sequence.read_leaf(repo.store, leaf.oid)

@@ -78,6 +78,15 @@ def check_branch_name(name: str) -> str:
             f"{name!r} is not a valid branch name",
             hint="use letters, digits, '-', '_', '.' and '/' (no spaces, '~', '^', ':' or '..')",
         )
+    from .redact import scan_text
+
+    # A ref name is pushed and cloned as it is: it cannot be redacted, only refused.
+    hits = scan_text(name)
+    if hits:
+        raise UsageError(
+            f"that branch name holds a secret ({hits[0].kind})",
+            hint="pick a branch name without the credential in it",
+        )
     return name
 
 
