@@ -499,7 +499,8 @@ def _more_tokens() -> list[Rule]:
              "Firecrawl API keys (fc-…)", min_classes=2),
         _tok("openrouter-key", r"sk-or-v1-[a-f0-9]{64}", ("sk-or-v1-",), (P("k", r"-or-v1-(?<=sk-or-v1-)[a-f0-9]{64}", at=1),),
              "OpenRouter API keys (sk-or-v1-…)"),
-        _tok("discord-webhook", r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<s>[A-Za-z0-9_\-]{60,68})",
+        _tok("discord-webhook", r"(?:(?<=://)|(?<=://ptb\.)|(?<=://canary\.))discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/"
+             r"(?P<s>[A-Za-z0-9_\-]{60,68})",
              ("discord",), (P("://", r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17}", at=None),), "the secret part of Discord webhook URLs",
              group="s"),
     ]

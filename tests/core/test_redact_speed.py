@@ -33,6 +33,20 @@ with open(os.path.join(FIXTURES, "secrets", "corpus.json"), encoding="utf-8") as
     CORPUS = json.load(_fh)
 CONTEXTS = [e["context"] for e in CORPUS["secrets"] if e["context"]]
 MISSES = [m["text"] for m in CORPUS["near_misses"]]
+
+
+def _recall():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recall", os.path.join(FIXTURES, "secrets", "recall.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The kinds and forms added for issue 17 (tests/fixtures/secrets/recall.py).
+CONTEXTS += [e["context"] for e in _recall().planted()] + [e["context"] for e in _recall().escaped_source_lines()]
+MISSES += list(_recall().NEAR_MISSES)
 USER_RULES = r"""
 disable = ["jwt"]
 
@@ -131,15 +145,47 @@ def _candidates(rules: Rules, rule: Any, words: Iterable[str], masked: str, low:
     return out
 
 
-def reference_find(rules: Rules, text: str) -> list[tuple[int, int, str]]:
+_PLAIN_ESCAPES = {"/": "/", "\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_HEX4 = set("0123456789abcdefABCDEF")
+
+
+def _plain_unescape(text: str) -> tuple[str, list[int], list[int]]:
+    """JSON escapes decoded one character at a time, with where each decoded
+    character starts and ends in ``text``."""
+    out, starts, ends, i = [], [], [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            c = text[i + 1]
+            if c == "u" and len(text) >= i + 6 and set(text[i + 2 : i + 6]) <= _HEX4:
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                starts.append(i)
+                ends.append(i + 6)
+                i += 6
+                continue
+            if c in _PLAIN_ESCAPES:
+                out.append(_PLAIN_ESCAPES[c])
+                starts.append(i)
+                ends.append(i + 2)
+                i += 2
+                continue
+        out.append(text[i])
+        starts.append(i)
+        ends.append(i + 1)
+        i += 1
+    return "".join(out), starts, ends
+
+
+def reference_find(rules: Rules, text: str, depth: int = 0) -> list[tuple[int, int, str]]:
     """The search before prefilters: every rule one of whose keywords occurs in the
-    text, tried at every occurrence of its keywords (or over the whole text)."""
+    text, tried at every occurrence of its keywords (or over the whole text); and
+    the same on the text with its JSON escapes decoded, two levels deep."""
     if len(text) < rules.min_text:
         return []
     always, by_needle = _needles(rules)
     low0 = text.encode("utf-8", "surrogatepass").lower()
     present = [n for n in by_needle if n.encode("utf-8", "surrogatepass") in low0]
-    if not present and not always:
+    escaped = depth < 2 and "\\u" in text or depth < 2 and "\\/" in text
+    if not present and not always and not escaped:
         return []
     masked, low, spans = _masked(text)
     active = {i: (r, ks) for n in present for i, r, ks in by_needle[n]}
@@ -148,6 +194,11 @@ def reference_find(rules: Rules, text: str) -> list[tuple[int, int, str]]:
     for i in sorted(active):
         rule, words = active[i]
         cands += _candidates(rules, rule, words, masked, low, spans)
+    if escaped:
+        decoded, starts, ends = _plain_unescape(masked)
+        if decoded != masked:
+            for a, b, kind in reference_find(rules, decoded, depth + 1):
+                cands.append((60, starts[a], starts[a] - ends[b - 1], kind))
     cands.sort()
     chosen: list[tuple[int, int, str]] = []
     for _, a, neg, kind in cands:
@@ -164,8 +215,8 @@ class ReferenceRules(Rules):
     def suspects(self, texts):
         return {i: True for i, t in enumerate(texts) if len(t) >= self.min_text}
 
-    def find(self, text, present=None):
-        return reference_find(self, text)
+    def find(self, text, present=None, _depth=0):
+        return reference_find(self, text, _depth)
 
 
 # ------------------------------------------------------------------- the material
