@@ -386,7 +386,7 @@ class Rules:
         """What may match in ``text``: (rule index -> keywords, needles present)."""
         wake = self._gate.scan([text])[0] if self._gate.gated else {}
         needles = self._present(text)
-        return (wake, needles) if wake or needles or _escaped(text) else _NOTHING
+        return (wake, needles) if wake or needles or _encoded(text) else _NOTHING
 
     def _known_clean(self, text: str) -> bool:
         if len(text) < _LONG:
@@ -437,7 +437,7 @@ class Rules:
         maybe: dict[str, _Present] = {}
         for j, (t, w) in enumerate(zip(chosen, wakes)):
             p = found.get(j)
-            if w or p or _escaped(t):
+            if w or p or _encoded(t):
                 maybe[t] = (w, p or [])
             else:
                 self._mark_clean(t)  # no rule can match in it
@@ -492,12 +492,17 @@ class Rules:
         self._clean_keys.add(key)
         return False
 
-    def find(self, text: str, present: "_Present | None" = None, _depth: int = 0) -> list[tuple[int, int, str]]:
+    def find(
+        self, text: str, present: "_Present | None" = None, _depth: int = 0, *, wide: bool = False
+    ) -> list[tuple[int, int, str]]:
         """Non-overlapping secrets in ``text`` as ``(start, end, kind)``; placeholders are
         never matched, nor is anything overlapping one. ``present``: what
         :meth:`suspects` found may match in ``text``, to save looking again. A text
         with JSON ``\\u``/``\\/`` escapes is also searched unescaped (a secret written
-        ``ghp\\u005f…`` or ``https:\\/\\/u:pw@h``); such a find spans its escaped form."""
+        ``ghp\\u005f…`` or ``https:\\/\\/u:pw@h``); such a find spans its escaped form.
+        Base64 runs that decode to text are searched in a one-word text or one that
+        says base64, and in any text when ``wide`` (a stored line, a payload: JSON
+        text whose strings were not seen one by one)."""
         if len(text) < self.min_text or self._known_clean(text):
             return []
         if len(text) >= _LONG and text in self._found_long:
@@ -506,7 +511,8 @@ class Rules:
             present = self._prefilter(text)
         wake, needles = present
         escaped = _depth < 2 and _escaped(text)  # JSON in JSON: two levels
-        if not wake and not needles and not self._always and not escaped:
+        b64 = _depth == 0 and (_b64_candidate(text) or (wide and len(text) >= 32))
+        if not wake and not needles and not self._always and not escaped and not b64:
             return []
         # The rules to run, each with the keywords it is tried at: a prefiltered rule
         # only at the keywords a prefilter vouched for in this text.
@@ -570,6 +576,8 @@ class Rules:
                 cands.append((rule.priority, a, a - b, rule.name))
         if escaped:
             cands += self._unescaped_candidates(masked, _depth)
+        if b64:
+            cands += self._base64_candidates(masked)
         if not cands:
             if len(text) < 200 or len(text) >= _LONG:
                 self._mark_clean(text)
@@ -604,9 +612,68 @@ class Rules:
             out.append((60, oa, oa - ob, kind))
         return out
 
+    def _base64_candidates(self, masked: str) -> list[tuple[int, int, int, str]]:
+        """Base64 runs that decode to text in which a rule finds a secret: the whole
+        run is the secret (its kind is the inner find's, with ``-base64``)."""
+        out = []
+        for a, b, decoded in _b64_runs(masked):
+            inner = self.find(decoded, None, 1)
+            if inner:
+                out.append((70, a, a - b, inner[0][2] + "-base64"))
+        return out
+
     def keyed_secret(self, kind: str, value: str) -> bool:
         """Whether a whole string under a key that names a secret is the secret."""
         return kind in self.kinds and keyed_value_ok(kind, value) and not self.allowed(value)
+
+
+# 32 characters at least: base64 of a token and its name; tool and message ids
+# (toolu_ + 24) stay below it.
+_B64_RUN_RE = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
+_B64_MAX = 1 << 16  # longer runs are images and archives, not a credentials file
+_NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _b64_candidate(text: str) -> bool:
+    """Whether ``text`` may hold base64 worth decoding: it is one word (a value, the
+    output of ``base64``), or it says ``base64``. Two or three C-speed searches: a
+    space is usually found in the first few characters."""
+    return len(text) >= 32 and (
+        (" " not in text and "\t" not in text) or "ase64" in text or "ASE64" in text
+    )
+
+
+def _b64_text(run: str) -> str | None:
+    """A base64 run decoded, if it is UTF-8 text (not binary, not a hash)."""
+    import binascii
+
+    data = run.replace("\\r", "").replace("\\n", "").replace("\r", "").replace("\n", "")
+    data = data.rstrip("=")
+    data = data[: len(data) - len(data) % 4] if len(data) % 4 == 1 else data
+    try:
+        raw = binascii.a2b_base64(data + "=" * (-len(data) % 4))
+        text = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return None if _NOT_TEXT.search(raw) else text
+
+
+def _encoded(text: str) -> bool:
+    """Whether a decoded view of ``text`` must be searched too (for the prefilter:
+    a base64 candidate counts only if one of its runs decodes to text)."""
+    return _escaped(text) or (_b64_candidate(text) and any(_b64_runs(text)))
+
+
+def _b64_runs(text: str) -> Iterator[tuple[int, int, str]]:
+    """The base64 runs of ``text`` that decode to text: (start, end, decoded)."""
+    for m in _B64_RUN_RE.finditer(text):
+        a, b = m.span()
+        run = m.group(0)
+        # Base64 of text mixes cases; a hex digest or a lower-case path does not.
+        if b - a <= _B64_MAX and not run.islower() and not run.isupper():
+            decoded = _b64_text(run)
+            if decoded is not None:
+                yield a, b, decoded
 
 
 def _escaped(text: str) -> bool:
@@ -825,15 +892,16 @@ class Redactor:
         """The same on raw bytes (a stored line that is not JSON); bytes that are not
         UTF-8 pass through unchanged. Returns ``data`` itself when nothing was found."""
         text = data.decode("utf-8", "surrogateescape")
-        out, findings = self.redact_text(text)
-        return (data if out is text else out.encode("utf-8", "surrogateescape")), findings
+        found: dict[str, Finding] = {}
+        out = self._text(text, found, wide=True)
+        return (data if out is text else out.encode("utf-8", "surrogateescape")), list(found.values())
 
-    def _text(self, text: str, found: dict[str, Finding], present: list[str] | None = None) -> str:
+    def _text(self, text: str, found: dict[str, Finding], present: list[str] | None = None, wide: bool = False) -> str:
         out = text
         # Again until nothing matches: replacing one secret can change what a rule sees
         # next to it. This is what makes redaction idempotent.
         while True:
-            spans = self.rules.find(out, present)
+            spans = self.rules.find(out, present, wide=wide)
             present = None
             if not spans:
                 return out
@@ -932,7 +1000,8 @@ class Redactor:
     def scan_bytes(self, data: bytes) -> list[Hit]:
         """The same on bytes (a payload blob, a stored line); positions index the text
         decoded as UTF-8 with ``surrogateescape``."""
-        return self.scan_text(data.decode("utf-8", "surrogateescape"))
+        text = data.decode("utf-8", "surrogateescape")
+        return [self._hit(kind, a, b, text[a:b]) for a, b, kind in self.rules.find(text, wide=True)]
 
     def scan_value(self, value: Any) -> list[Hit]:
         """Secrets still in a JSON value, with the path of each string that holds one."""

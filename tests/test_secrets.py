@@ -156,11 +156,13 @@ def _recall_module():
 RECALL = _recall_module()
 
 
-def _recall_session(path: str, planted: list[dict], jwt_key: str, escaped: list[dict]) -> None:
+def _recall_session(path: str, planted: list[dict], jwt_key: str, escaped: list[dict], compact: bool = True) -> None:
     """A Claude Code session holding every planted secret in every place a session
     can: the prompt, the reply, a tool input, a JSON-string argument, the output,
-    an unknown field, the JSON-escaped form, the title; a JWT as a JSON key; \\u-
-    and \\/-escaped lines. (Base64 of a secret is not found: docs/redaction.md.)"""
+    an unknown field, base64 (a structured result, a wrapped tool output, quoted in a
+    prompt), the JSON-escaped form, the title; a JWT as a JSON key; \\u- and
+    \\/-escaped lines."""
+    import base64 as b64
     import uuid as uuidlib
 
     records, parent, n = [], None, 0
@@ -187,7 +189,12 @@ def _recall_session(path: str, planted: list[dict], jwt_key: str, escaped: list[
                           "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}})
         rec("user", {"role": "user", "content": [{"tool_use_id": call, "type": "tool_result", "content": ctx,
                                                    "is_error": False}]},
-            toolUseResult={"stdout": ctx, "stderr": ""})
+            toolUseResult={"stdout": ctx, "stderr": "", "encoded": b64.b64encode(ctx.encode()).decode()})
+        # base64 as a tool prints it (wrapped at 76) and as a prompt quotes it
+        wrapped = b64.encodebytes(f"# config.env\n{ctx}\n".encode()).decode()
+        rec("user", {"role": "user", "content": [{"tool_use_id": call + "b", "type": "tool_result",
+                                                   "content": f"$ base64 config.env\n{wrapped}", "is_error": False}]})
+        rec("user", {"role": "user", "content": f"decode this base64: {b64.b64encode(ctx.encode()).decode()} please"})
     for e in escaped:
         rec("user", {"role": "user", "content": e["context"]})
     rec("user", {"role": "user", "content": "cache"}, x_cache={jwt_key: {"ok": True}})
@@ -196,7 +203,9 @@ def _recall_session(path: str, planted: list[dict], jwt_key: str, escaped: list[
     records.append({"type": "ai-title", "aiTitle": f"fix {planted[0]['secret']}", "sessionId": records[0]["sessionId"]})
     with open(path, "w", encoding="utf-8") as fh:
         for r in records:
-            fh.write(json.dumps(r) + "\n")
+            # Compact, as Claude Code writes (stored as records); spaced lines are kept
+            # as the bytes they are, and redacted as text.
+            fh.write((json.dumps(r, separators=(",", ":"), ensure_ascii=False) if compact else json.dumps(r)) + "\n")
 
 
 def _decoded_views(blobs: list[bytes]) -> list[str]:
@@ -220,13 +229,14 @@ def _decoded_views(blobs: list[bytes]) -> list[str]:
     return out
 
 
-def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project, home, tmp_path):
+@pytest.mark.parametrize("compact", [True, False], ids=["records", "lines"])
+def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project, home, tmp_path, compact):
     """Issue 17: 0 of every listed kind on the remote, decoded from every object."""
     planted, escaped, jwt_key = RECALL.planted(), RECALL.escaped_source_lines(), RECALL.jwt_key()
     kinds = {e["kind"] for e in planted}
     assert len(kinds) >= 40, len(kinds)
     session = tmp_path / "recall.jsonl"
-    _recall_session(str(session), planted, jwt_key, escaped)
+    _recall_session(str(session), planted, jwt_key, escaped, compact)
     env = dict(os.environ, HOME=str(home))
     porcelain.commit(repo, env, str(project), file=str(session), agent="claude")
     bare = tmp_path / "remote.git"

@@ -13,9 +13,11 @@ spans, the same kinds, the same placeholders.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
+import re
 import time
 from typing import Any, Iterable
 
@@ -175,6 +177,32 @@ def _plain_unescape(text: str) -> tuple[str, list[int], list[int]]:
     return "".join(out), starts, ends
 
 
+_PLAIN_B64 = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
+
+
+def _plain_base64_texts(text: str) -> list[tuple[int, int, str]]:
+    """Runs of base64 (wrapped lines joined) in a one-word text or one that says
+    base64, decoded, where they decode to UTF-8 text without control characters."""
+    if len(text) < 32 or not ((" " not in text and "\t" not in text) or "base64" in text.lower()):
+        return []
+    out = []
+    for m in _PLAIN_B64.finditer(text):
+        run = m.group(0)
+        if len(run) > 1 << 16 or run.islower() or run.isupper():
+            continue
+        data = re.sub(r"\\r|\\n|\r|\n", "", run).rstrip("=")
+        if len(data) % 4 == 1:
+            data = data[:-1]
+        try:
+            raw = base64.b64decode(data + "=" * (-len(data) % 4))
+            decoded = raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not any(b < 32 and b not in (9, 10, 13) or b == 127 for b in raw):
+            out.append((m.start(), m.end(), decoded))
+    return out
+
+
 def reference_find(rules: Rules, text: str, depth: int = 0) -> list[tuple[int, int, str]]:
     """The search before prefilters: every rule one of whose keywords occurs in the
     text, tried at every occurrence of its keywords (or over the whole text); and
@@ -185,9 +213,10 @@ def reference_find(rules: Rules, text: str, depth: int = 0) -> list[tuple[int, i
     low0 = text.encode("utf-8", "surrogatepass").lower()
     present = [n for n in by_needle if n.encode("utf-8", "surrogatepass") in low0]
     escaped = depth < 2 and "\\u" in text or depth < 2 and "\\/" in text
-    if not present and not always and not escaped:
-        return []
     masked, low, spans = _masked(text)
+    b64 = _plain_base64_texts(masked) if depth == 0 else []
+    if not present and not always and not escaped and not b64:
+        return []
     active = {i: (r, ks) for n in present for i, r, ks in by_needle[n]}
     active.update({i: (r, ks) for i, r, ks in always})
     cands = []
@@ -199,6 +228,10 @@ def reference_find(rules: Rules, text: str, depth: int = 0) -> list[tuple[int, i
         if decoded != masked:
             for a, b, kind in reference_find(rules, decoded, depth + 1):
                 cands.append((60, starts[a], starts[a] - ends[b - 1], kind))
+    for a, b, decoded in b64:
+        inner = reference_find(rules, decoded, 1)
+        if inner:
+            cands.append((70, a, a - b, inner[0][2] + "-base64"))
     cands.sort()
     chosen: list[tuple[int, int, str]] = []
     for _, a, neg, kind in cands:
