@@ -180,10 +180,10 @@ def _plain_unescape(text: str) -> tuple[str, list[int], list[int]]:
 _PLAIN_B64 = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
 
 
-def _plain_base64_texts(text: str) -> list[tuple[int, int, str]]:
+def _plain_base64_texts(text: str, wide: bool = False) -> list[tuple[int, int, str]]:
     """Runs of base64 (wrapped lines joined) in a one-word text or one that says
     base64, decoded, where they decode to UTF-8 text without control characters."""
-    if len(text) < 32 or not ((" " not in text and "\t" not in text) or "base64" in text.lower()):
+    if len(text) < 32 or not (wide or (" " not in text and "\t" not in text) or "base64" in text.lower()):
         return []
     out = []
     for m in _PLAIN_B64.finditer(text):
@@ -203,7 +203,7 @@ def _plain_base64_texts(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def reference_find(rules: Rules, text: str, depth: int = 0) -> list[tuple[int, int, str]]:
+def reference_find(rules: Rules, text: str, depth: int = 0, wide: bool = False) -> list[tuple[int, int, str]]:
     """The search before prefilters: every rule one of whose keywords occurs in the
     text, tried at every occurrence of its keywords (or over the whole text); and
     the same on the text with its JSON escapes decoded, two levels deep."""
@@ -214,7 +214,7 @@ def reference_find(rules: Rules, text: str, depth: int = 0) -> list[tuple[int, i
     present = [n for n in by_needle if n.encode("utf-8", "surrogatepass") in low0]
     escaped = depth < 2 and "\\u" in text or depth < 2 and "\\/" in text
     masked, low, spans = _masked(text)
-    b64 = _plain_base64_texts(masked) if depth == 0 else []
+    b64 = _plain_base64_texts(masked, wide) if depth == 0 else []
     if not present and not always and not escaped and not b64:
         return []
     active = {i: (r, ks) for n in present for i, r, ks in by_needle[n]}
@@ -248,8 +248,8 @@ class ReferenceRules(Rules):
     def suspects(self, texts):
         return {i: True for i, t in enumerate(texts) if len(t) >= self.min_text}
 
-    def find(self, text, present=None, _depth=0):
-        return reference_find(self, text, _depth)
+    def find(self, text, present=None, _depth=0, *, wide=False):
+        return reference_find(self, text, _depth, wide)
 
 
 # ------------------------------------------------------------------- the material
