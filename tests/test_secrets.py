@@ -331,3 +331,59 @@ def test_scan_exits_9_on_a_secret_in_clear_and_looks_at_headers(repo, project, h
     assert any(leak["turn"].endswith(" header") and leak["kind"] == "groq-key" for leak in leaks)
     assert TITLE_SECRET not in r.stdout + r.stderr
     assert opal("secrets", "scan", cwd=project, env={"HOME": str(home)}).returncode == 9
+
+
+# ------------------------------------------------------------- purge (issue 17, item 6)
+
+
+def test_purge_takes_clear_secrets_out_of_history_push_then_passes_and_undo_restores(repo, project, home, tmp_path):
+    from opalgit import cleanup
+    from tests.conftest import opal
+
+    env = dict(os.environ, HOME=str(home))
+    repo.config["secrets.redact"] = "false"  # as before a rule existed: committed in clear
+    porcelain.commit(repo, env, str(project), message=f"import {TITLE_SECRET}\n")
+    cleanup.drop(repo, "HEAD:1..HEAD:1")  # a second state on top of the first
+    repo.config["secrets.redact"] = "true"
+    before = porcelain.resolve(repo, "HEAD").oid
+    assert opal("secrets", "scan", cwd=project, env={"HOME": str(home)}).returncode == 9
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare))
+    git("remote", "add", "origin", "file://" + str(bare), cwd=str(project))
+    with pytest.raises(redaction.SecretsFoundError) as err:
+        remote.push(repo, env, "origin")
+    assert "opal secrets purge" in err.value.hint  # the way out the hint names is real
+
+    plan = redaction.purge(repo, dry_run=True)
+    assert plan.states == 2 and porcelain.resolve(repo, "HEAD").oid == before  # a dry run changes nothing
+    r = opal("secrets", "purge", "--json", cwd=project, env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["states_rewritten"] == 2 and res["secrets"] >= len(set(SECRETS)) // 2
+    assert leaked([r.stdout.encode(), r.stderr.encode()]) == set()
+    after = porcelain.resolve(repo, "HEAD").oid
+    assert after != before and not redaction.scan_states(repo, [after]).leaks
+    assert opal("secrets", "scan", cwd=project, env={"HOME": str(home)}).returncode == 0
+    # As if redacted at commit time: the vault holds the secrets, the owner's export puts them back.
+    assert set(SECRETS) - {s for s in SECRETS if len(s) < 8} <= set(redaction.vault(repo).mapping().values())
+    mine = exporting.export(repo, {"HOME": str(tmp_path / "x")}, to="claude", cwd=str(project))
+    assert any(s.encode() in open(mine.files[0], "rb").read() for s in SECRETS)
+    # The old author and the first state's header are kept; the history has as many states.
+    old, new = repo.store.read_commit(before), repo.store.read_commit(after)
+    assert (old.author, old.committer) == (new.author, new.committer)
+    assert len(new.parents) == 1 and TITLE_SECRET not in repo.store.read_commit(new.parents[0]).message
+
+    remote.push(repo, env, "origin")
+    assert leaked(every_object_text(str(bare))) == set()
+    assert TITLE_SECRET.encode() not in b"".join(every_object_text(str(bare)))
+
+    porcelain.undo(repo, res["op"])  # recorded in the op log: the old states come back
+    assert porcelain.resolve(repo, "HEAD").oid == before
+    assert redaction.purge(repo).states == 2  # and can be purged again
+
+
+def test_purge_with_nothing_in_clear_changes_nothing(repo, project, home):
+    porcelain.commit(repo, {"HOME": str(home)}, str(project))
+    head = porcelain.resolve(repo, "HEAD").oid
+    res = redaction.purge(repo)
+    assert res.branches == {} and res.op is None and porcelain.resolve(repo, "HEAD").oid == head
