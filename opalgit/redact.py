@@ -14,6 +14,10 @@ before anything reaches the store; the originals go to the local vault
   everywhere, and a placeholder does not expose a plain hash that could be
   brute-forced. Redaction is idempotent: a text is redacted again until no rule
   matches.
+* Decoded views: a text with JSON ``\\u``/``\\/`` escapes is searched unescaped as
+  well (two levels: JSON in JSON), and base64 runs that decode to text are
+  searched where that is cheap to look for (a one-word string, a text that says
+  base64, a stored line); a find there replaces the escaped or encoded span.
 * :func:`restore_text` / :func:`restore_value` put secrets back from a
   placeholder -> secret mapping (the vault's); :func:`scan_text` /
   :func:`scan_value` report what is still there (kind and position, never the
@@ -34,6 +38,7 @@ this against the plain search (every rule at every keyword).
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import hmac
 import re
@@ -47,6 +52,7 @@ from .secretrules import (
     BUILTIN_RULES,
     KIND_RE,
     MIN_TEXT,
+    LazyPattern,
     PLACEHOLDER_PREFIX,
     PLACEHOLDER_RE,
     Rule,
@@ -629,9 +635,9 @@ class Rules:
 
 # 32 characters at least: base64 of a token and its name; tool and message ids
 # (toolu_ + 24) stay below it.
-_B64_RUN_RE = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
+_B64_RUN_RE = LazyPattern(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
 _B64_MAX = 1 << 16  # longer runs are images and archives, not a credentials file
-_NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NOT_TEXT = LazyPattern(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _b64_candidate(text: str) -> bool:
@@ -645,8 +651,6 @@ def _b64_candidate(text: str) -> bool:
 
 def _b64_text(run: str) -> str | None:
     """A base64 run decoded, if it is UTF-8 text (not binary, not a hash)."""
-    import binascii
-
     data = run.replace("\\r", "").replace("\\n", "").replace("\r", "").replace("\n", "")
     data = data.rstrip("=")
     data = data[: len(data) - len(data) % 4] if len(data) % 4 == 1 else data
@@ -681,7 +685,7 @@ def _escaped(text: str) -> bool:
     return "\\" in text and ("\\u" in text or "\\/" in text)
 
 
-_ESCAPE_RE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"bfnrt]))")
+_ESCAPE_RE = LazyPattern(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"bfnrt]))")
 _SIMPLE_ESCAPES = {"/": "/", "\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 

@@ -324,7 +324,7 @@ def _aws_secret_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
     return "aws" in key or "access" in key
 
 
-_URL_PATH_CHARS = re.compile(r"[/?#]")
+_URL_PATH_CHARS = LazyPattern(r"[/?#]")
 
 
 def _url_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:

@@ -229,9 +229,15 @@ def _decoded_views(blobs: list[bytes]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("compact", [True, False], ids=["records", "lines"])
-def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project, home, tmp_path, compact):
+@pytest.mark.parametrize("compact,worker", [(True, False), (False, False), (True, True)],
+                         ids=["records", "lines", "worker"])
+def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project, home, tmp_path, compact, worker,
+                                                                  monkeypatch):
     """Issue 17: 0 of every listed kind on the remote, decoded from every object."""
+    from opalgit import redactworker
+
+    if worker:  # the second process that redacts large imports (8 MB and more)
+        monkeypatch.setattr(redactworker, "MIN_BYTES", 16)
     planted, escaped, jwt_key = RECALL.planted(), RECALL.escaped_source_lines(), RECALL.jwt_key()
     kinds = {e["kind"] for e in planted}
     assert len(kinds) >= 40, len(kinds)
