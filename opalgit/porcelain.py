@@ -363,6 +363,7 @@ def _commit_locked(
         """Redacted, encoded records at ``indices`` (None: all), each counted into
         ``tally`` (is it a turn, its chars)."""
         for rec in result.iter_records(indices):
+            found = []
             if r is None:
                 pass
             elif rec.turn.has_record and (judged := screen.verdict(rec.line, rec.crc)) is not None:
@@ -378,6 +379,11 @@ def _commit_locked(
                     secure(found)
                     rec.turn = turn
             it = next(_items((rec,)))
+            if found:
+                # The summary (tool names, call ids) was made from the record as read.
+                assert r is not None
+                it.summary, more = r.redact_value(it.summary)
+                secure(more)
             tally[0].append(it.is_turn)
             tally[1].append(int(it.summary.get("chars", 0)))
             yield it

@@ -226,6 +226,8 @@ def scan_states(repo: Repository, heads: Iterable[bytes], rev: str = "", *, hist
                     result.redacted.append({"turn": where, "kind": _kind_of(ph), "placeholder": ph})
                 for hit in scanner.scan_value(value):
                     result.leaks.append({"turn": where, "kind": hit.kind, "where": "/".join(str(p) for p in hit.path) or "text"})
+                for hit in scanner.scan_value(it.summary):  # what 'opal log --turns' shows of it
+                    result.leaks.append({"turn": where, "kind": hit.kind, "where": "/".join(("summary",) + tuple(str(p) for p in hit.path))})
                 for d, loc in it.payload_oids.items():
                     if d in seen_payloads:
                         continue

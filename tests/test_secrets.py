@@ -393,3 +393,27 @@ def test_purge_with_nothing_in_clear_changes_nothing(repo, project, home):
     head = porcelain.resolve(repo, "HEAD").oid
     res = redaction.purge(repo)
     assert res.branches == {} and res.op is None and porcelain.resolve(repo, "HEAD").oid == head
+
+
+def test_tool_names_and_call_ids_with_a_secret_stay_out_of_the_turn_summaries(repo, project, home, tmp_path):
+    # The summary beside each turn ('opal log --turns': tool, calls, results) is made
+    # from the record as read; it held them in clear.
+    sid = "5e5e5e5e-0000-4000-8000-000000000021"
+    base = {"isSidechain": False, "userType": "external", "cwd": "/home/dev/acme", "sessionId": sid,
+            "version": "2.1.0", "gitBranch": "main", "timestamp": "2026-01-01T00:00:00.000Z"}
+    call = f"toolu_{TITLE_SECRET}"
+    lines = [
+        dict(base, type="user", uuid="u1", parentUuid=None, message={"role": "user", "content": "go"}),
+        dict(base, type="assistant", uuid="a1", parentUuid="u1", message={
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-1",
+            "content": [{"type": "tool_use", "id": call, "name": f"mcp__{TITLE_SECRET}", "input": {}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        dict(base, type="user", uuid="u2", parentUuid="a1", message={"role": "user", "content": [
+            {"tool_use_id": call, "type": "tool_result", "content": "ok", "is_error": False}]}),
+    ]
+    f = tmp_path / "tools.jsonl"
+    f.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    res = porcelain.commit(repo, {"HOME": str(home)}, str(project), file=str(f), agent="claude")
+    git("gc", "-q", cwd=str(project))
+    assert not any(TITLE_SECRET.encode() in b for b in every_object_text(repo.common_dir + "/"))
+    assert not redaction.scan_states(repo, [res.oid]).leaks
