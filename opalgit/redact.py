@@ -440,10 +440,12 @@ class Rules:
             known.update({i: present[texts[i]] for i in kept})
             return known
         found = self._needles_in(chosen) if self.needles else {}
+        # Of the texts no rule woke for, those with a decoded view to search.
+        encoded = _encoded_in(chosen, [j for j, w in enumerate(wakes) if not w and j not in found])
         maybe: dict[str, _Present] = {}
         for j, (t, w) in enumerate(zip(chosen, wakes)):
             p = found.get(j)
-            if w or p or _encoded(t):
+            if w or p or j in encoded:
                 maybe[t] = (w, p or [])
             else:
                 self._mark_clean(t)  # no rule can match in it
@@ -517,7 +519,7 @@ class Rules:
             present = self._prefilter(text)
         wake, needles = present
         escaped = _depth < 2 and _escaped(text)  # JSON in JSON: two levels
-        b64 = _depth == 0 and (_b64_candidate(text) or (wide and len(text) >= 32))
+        b64 = _depth == 0 and len(text) >= 32
         if not wake and not needles and not self._always and not escaped and not b64:
             return []
         # The rules to run, each with the keywords it is tried at: a prefiltered rule
@@ -583,7 +585,7 @@ class Rules:
         if escaped:
             cands += self._unescaped_candidates(masked, _depth)
         if b64:
-            cands += self._base64_candidates(masked)
+            cands += self._base64_candidates(masked, wide)
         if not cands:
             if len(text) < 200 or len(text) >= _LONG:
                 self._mark_clean(text)
@@ -618,11 +620,11 @@ class Rules:
             out.append((60, oa, oa - ob, kind))
         return out
 
-    def _base64_candidates(self, masked: str) -> list[tuple[int, int, int, str]]:
+    def _base64_candidates(self, masked: str, wide: bool) -> list[tuple[int, int, int, str]]:
         """Base64 runs that decode to text in which a rule finds a secret: the whole
         run is the secret (its kind is the inner find's, with ``-base64``)."""
         out = []
-        for a, b, decoded in _b64_runs(masked):
+        for a, b, decoded in _b64_runs(masked, wide):
             inner = self.find(decoded, None, 1)
             if inner:
                 out.append((70, a, a - b, inner[0][2] + "-base64"))
@@ -635,44 +637,105 @@ class Rules:
 
 # 32 characters at least: base64 of a token and its name; tool and message ids
 # (toolu_ + 24) stay below it.
-_B64_RUN_RE = LazyPattern(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
+# (The lookbehind starts a try only where a run starts: a run too short to count
+# is then read once, not once per character.)
+_B64_RUN = r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*"
+_B64_RUN_RE = LazyPattern(r"(?<![A-Za-z0-9+/])" + _B64_RUN)
+# A one-word text is searched only when it is base64 through and through (a value,
+# the output of base64, wrapped or not): a uuid or a path fails at once.
+_B64_WHOLE_RE = LazyPattern(r"\s*(" + _B64_RUN + r")\s*")
+_B64_LEAD_RE = LazyPattern(r"\0\s*[A-Za-z0-9+/]{32}")  # a text (after its NUL) that starts like one
 _B64_MAX = 1 << 16  # longer runs are images and archives, not a credentials file
 _NOT_TEXT = LazyPattern(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def _b64_candidate(text: str) -> bool:
-    """Whether ``text`` may hold base64 worth decoding: it is one word (a value, the
-    output of ``base64``), or it says ``base64``. Two or three C-speed searches: a
-    space is usually found in the first few characters."""
-    return len(text) >= 32 and (
-        (" " not in text and "\t" not in text) or "ase64" in text or "ASE64" in text
-    )
+# "base64" in any case, found from its "64": a literal the search skips to at C
+# speed (an alternation or a case-insensitive literal is many times slower).
+_B64_WORD_RE = LazyPattern(r"64(?<=[bB][aA][sS][eE]64)")
+
+
+def _text_ahead(head: str) -> bool:
+    """Whether base64 starting with ``head`` (48 characters) can be text: its first
+    36 bytes decode as UTF-8 without control characters. Binary fails in a few
+    bytes, before anything longer is read or decoded."""
+    if len(head) < 32:
+        return False
+    try:
+        raw = binascii.a2b_base64(head[: len(head) // 4 * 4])
+    except ValueError:  # (binascii.Error, and a character that is not ASCII)
+        return False
+    if _NOT_TEXT.search(raw):
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(raw) - 3  # (a character cut at the end of the head)
+    return True
 
 
 def _b64_text(run: str) -> str | None:
     """A base64 run decoded, if it is UTF-8 text (not binary, not a hash)."""
+    if not _text_ahead(run[:48]):
+        return None
     data = run.replace("\\r", "").replace("\\n", "").replace("\r", "").replace("\n", "")
     data = data.rstrip("=")
     data = data[: len(data) - len(data) % 4] if len(data) % 4 == 1 else data
     try:
         raw = binascii.a2b_base64(data + "=" * (-len(data) % 4))
         text = raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # binascii.Error, UnicodeDecodeError, not ASCII
         return None
     return None if _NOT_TEXT.search(raw) else text
+
+
+def _encoded_in(texts: list[str], among: list[int]) -> set[int]:
+    """Which of ``texts[among]`` pass :func:`_encoded`, found as the prefilter finds
+    needles, with three C-speed searches of the texts joined (each after a NUL): a
+    backslash (a ``memchr``), ``base64``, and a text that starts with 32 base64
+    characters; only the texts they hit are looked at one by one."""
+    if not among:
+        return set()
+    picked = [texts[j] for j in among]
+    joined = "\0" + "\0".join(picked)
+    starts = [s + 1 for s in _starts([len(t) for t in picked])]
+    last = len(picked) - 1
+    hit: set[int] = set()
+    at = joined.find("\\")
+    while at != -1:
+        k = bisect_right(starts, at) - 1
+        hit.add(k)
+        at = joined.find("\\", starts[k + 1]) if k < last else -1
+    for m in _B64_WORD_RE.finditer(joined):
+        hit.add(bisect_right(starts, m.start()) - 1)
+    for m in _B64_LEAD_RE.finditer(joined):
+        hit.add(bisect_right(starts, m.start() + 1) - 1)
+    return {among[k] for k in hit if _encoded(picked[k])}
 
 
 def _encoded(text: str) -> bool:
     """Whether a decoded view of ``text`` must be searched too (for the prefilter:
     a base64 candidate counts only if one of its runs decodes to text)."""
-    return _escaped(text) or (_b64_candidate(text) and any(_b64_runs(text)))
+    return _escaped(text) or any(_b64_runs(text))
 
 
-def _b64_runs(text: str) -> Iterator[tuple[int, int, str]]:
-    """The base64 runs of ``text`` that decode to text: (start, end, decoded)."""
-    for m in _B64_RUN_RE.finditer(text):
-        a, b = m.span()
-        run = m.group(0)
+def _b64_runs(text: str, wide: bool = False) -> Iterator[tuple[int, int, str]]:
+    """The base64 runs of ``text`` that decode to text: (start, end, decoded).
+
+    Looked for where that is cheap: in a text that says base64, in any text when
+    ``wide``, and in a one-word text that is base64 as a whole."""
+    if len(text) < 32:
+        return
+    if wide or _B64_WORD_RE.search(text) is not None:
+        found: Iterable[tuple[tuple[int, int], str]] = ((m.span(), m.group()) for m in _B64_RUN_RE.finditer(text))
+    elif " " in text or "\t" in text or len(text) > 2 * _B64_MAX:
+        return  # (a one-word text that long is an image or an archive)
+    else:
+        lead = len(text) - len(text.lstrip())
+        if not _text_ahead(text[lead : lead + 48]):
+            return  # (most one-word texts: a uuid, a path, an image)
+        whole = _B64_WHOLE_RE.fullmatch(text)
+        found = [(whole.span(1), whole.group(1))] if whole is not None else []
+    for (a, b), run in found:
         # Base64 of text mixes cases; a hex digest or a lower-case path does not.
         if b - a <= _B64_MAX and not run.islower() and not run.isupper():
             decoded = _b64_text(run)

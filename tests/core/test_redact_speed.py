@@ -177,17 +177,25 @@ def _plain_unescape(text: str) -> tuple[str, list[int], list[int]]:
     return "".join(out), starts, ends
 
 
-_PLAIN_B64 = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
+_PLAIN_B64 = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
 
 
 def _plain_base64_texts(text: str, wide: bool = False) -> list[tuple[int, int, str]]:
-    """Runs of base64 (wrapped lines joined) in a one-word text or one that says
-    base64, decoded, where they decode to UTF-8 text without control characters."""
-    if len(text) < 32 or not (wide or (" " not in text and "\t" not in text) or "base64" in text.lower()):
+    """Runs of base64 (wrapped lines joined), decoded where they decode to UTF-8 text
+    without control characters: every run of a text that says base64 (or when
+    ``wide``); a one-word text only when it is base64 as a whole."""
+    if len(text) < 32:
         return []
+    if wide or "base64" in text.lower():
+        runs = [(m.start(), m.end(), m.group(0)) for m in _PLAIN_B64.finditer(text)]
+    elif " " in text or "\t" in text or len(text) > 2 << 16:
+        return []
+    else:
+        stripped = text.strip()
+        at = text.index(stripped) if stripped else 0
+        runs = [(at, at + len(stripped), stripped)] if _PLAIN_B64.fullmatch(stripped) else []
     out = []
-    for m in _PLAIN_B64.finditer(text):
-        run = m.group(0)
+    for a, b, run in runs:
         if len(run) > 1 << 16 or run.islower() or run.isupper():
             continue
         data = re.sub(r"\\r|\\n|\r|\n", "", run).rstrip("=")
@@ -198,8 +206,8 @@ def _plain_base64_texts(text: str, wide: bool = False) -> list[tuple[int, int, s
             decoded = raw.decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             continue
-        if not any(b < 32 and b not in (9, 10, 13) or b == 127 for b in raw):
-            out.append((m.start(), m.end(), decoded))
+        if not any(b_ < 32 and b_ not in (9, 10, 13) or b_ == 127 for b_ in raw):
+            out.append((a, b, decoded))
     return out
 
 
