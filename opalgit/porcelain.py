@@ -369,6 +369,7 @@ def _commit_locked(
 
     def item_of(rec: Record) -> Item:
         """A record redacted and encoded."""
+        found: list = []
         if r is None:
             pass
         elif rec.turn.has_record and (judged := screen.verdict(rec.line, rec.crc)) is not None:
@@ -383,7 +384,13 @@ def _commit_locked(
             if found:
                 secure(found)
                 rec.turn = turn
-        return next(_items((rec,)))
+        it = next(_items((rec,)))
+        if found:
+            # The summary (tool names, call ids) was made from the record as read.
+            assert r is not None
+            it.summary, more = r.redact_value(it.summary)
+            secure(more)
+        return it
 
     def items_of(indices, tally: tuple[bytearray, list[int]]) -> Iterator[Item]:
         """Redacted, encoded records at ``indices`` (None: all), each counted into

@@ -58,8 +58,20 @@ def branch_ref(name: str) -> str:
 
 
 def check_branch_name(name: str) -> str:
-    """Refuse names git would refuse, and names that read as revisions."""
+    """Refuse names git would refuse, names that read as revisions, and names that
+    hold a secret."""
     import pygit2
+
+    from .redact import scan_text
+
+    # A ref name is pushed and cloned as it is: it cannot be redacted, only refused
+    # (first, so that no message below repeats the secret).
+    hits = scan_text(name)
+    if hits:
+        raise UsageError(
+            f"that branch name holds a secret ({hits[0].kind})",
+            hint="pick a branch name without the credential in it",
+        )
 
     bad = (
         not name

@@ -66,6 +66,10 @@ def write_state(
     """Write a state commit. ``packs`` is the tip of the payload pack chain; by
     default the first parent's is carried forward."""
     store = repo.store
+    from . import redaction  # (its rules cost start-up time: loaded when a state is written)
+
+    # Titles, the adapter's resume state and the message enter the object too.
+    header, message = redaction.redact_header(repo, header, message)
     if packs is None and parents:
         packs = load_state(repo, parents[0]).packs
     entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
