@@ -116,7 +116,7 @@ def test_install_refuses_rather_than_clobber(repo, project):
     hooks_dir = os.path.join(str(project), ".git", "hooks")
     for name in ("pre-push", "pre-push.opal-chained"):
         with open(os.path.join(hooks_dir, name), "w") as fh:
-            fh.write("#!/bin/sh\nexit 0\n")
+            fh.write(f"#!/bin/sh\n# {name}\nexit 0\n")
     before = snapshot(hooks_dir)
     with pytest.raises(UsageError, match="opal-chained"):
         hooks.install(repo, os.environ, PY)
