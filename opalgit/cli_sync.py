@@ -188,12 +188,14 @@ def _run_hook(c: Ctx, name: str, args: dict) -> None:
         repo = Repository.discover(c.cwd)
         for f in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
             click.echo(_one_line(f"opal: an earlier {f.get('hook')} hook failed in the background: {f.get('message')}"), err=True)
-        data = hooks.job_data(repo, name, args)
+        shim = os.environ.get("OPAL_HOOK_SHIM", "")
+        shim_pid = int(shim) if shim.isdigit() else None
+        data = hooks.job_data(repo, name, args, shim_pid)
         if data is None:
             return
-        res = hooks.run_in_turn(repo, name, data, os.environ)
-        if res.message:
-            click.echo(_one_line(res.message), err=True)
+        res = hooks.run_in_turn(repo, name, data, os.environ, shim_pid)
+        for line in (res.message or "").splitlines():
+            click.echo(_one_line(line), err=True)
         return
     except NothingToDoError:
         return

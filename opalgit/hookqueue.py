@@ -8,14 +8,16 @@ ran them (a post-rewrite moves the link that the post-commit before it writes; a
 sends the states recorded before it), and each must record what was true when git ran
 it (a post-commit links the code commit of that moment, not whatever HEAD is later).
 
-So every hook run takes a **ticket**: a numbered job file under
-``<git-common-dir>/opal/hooks/`` holding what the hook saw (the code commit, its input
-lines), locked by its process for as long as that process lives. It then waits for
-every ticket numbered before it, and only then does its work and removes its ticket.
-A ticket whose process died before it was done (kill -9, a reboot) is still there and
-unlocked: the next hook run does that work first, from what the ticket says, so no
-state is lost. A pre-push ticket is not redone (a push that was stopped must not
-happen later, behind the user's back): it is dropped and said so.
+So the shim, before it starts opal, appends one line to the **journal**
+(``<git-common-dir>/opal/hooks/journal``: its pid, the hook, the code commit, the
+worktree; the hook's input goes to ``input.<pid>``). Appends land in git's order. The
+first opal process that looks turns the journal's lines into numbered job files; each
+hook run then locks its own job (its **ticket**), waits for every job numbered before
+it, does its work and removes the job. A job that no process holds (its process died,
+kill -9 or a reboot; or has not started yet) is done by the next one that waits for it,
+from what the job says, so no state is lost. A pre-push job is only ever done by its
+own process while its shim waits: a push that was stopped must not happen later,
+behind the user's back; one whose shim is gone is dropped, and said so.
 
 Work that fails in the background, after the shim stopped waiting, goes to
 ``hooks/failures`` (one JSON object a line); ``opal hooks status`` shows it and the next
@@ -36,6 +38,7 @@ from .errors import ConflictError
 from .structs import dataclass
 
 QUEUE_DIR = "hooks"
+JOURNAL = "journal"
 FAILURES = "failures"
 #: How long the work of one hook waits, at most, for the hook runs before it and for the
 #: repository lock, before it gives up (and is said to have failed). The git command is
@@ -82,7 +85,7 @@ def _jobs(directory: str) -> list[str]:
 
 
 class Ticket:
-    """This process's place in the queue: a locked job file, and the jobs before it."""
+    """This process's place in the queue: its locked job, and the jobs before it."""
 
     def __init__(self, job: Job, fd: int, before: list[str]) -> None:
         self.job, self._fd, self.before = job, fd, before
@@ -94,7 +97,7 @@ class Ticket:
             self._fd = -1
 
     def done(self) -> None:
-        """The work is over (done or failed and reported): the ticket goes."""
+        """The work is over (done, or failed and reported): the ticket goes."""
         if self._fd < 0:
             return
         with contextlib.suppress(FileNotFoundError):
@@ -103,24 +106,92 @@ class Ticket:
         self._fd = -1
 
 
-def take(opal_dir: str, hook: str, data: dict) -> Ticket:
-    """A ticket for this hook run, after every ticket already taken."""
+def _from_journal(directory: str, seq: int) -> int:
+    """Turn the journal's lines (one per hook git ran, appended by the shims in git's
+    order: ``shim-pid hook code kind git-dir``) into numbered job files; the last number."""
+    path = os.path.join(directory, JOURNAL)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return seq
+    for line in raw.decode("utf-8", "replace").splitlines():
+        parts = line.split(" ", 4)
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        shim, hook, code, kind, git_dir = parts
+        data: dict = {"shim": int(shim), "git_dir": git_dir}
+        if code != "-":
+            data["code"] = code
+        if kind != "-":
+            data["kind"] = kind
+        given = os.path.join(directory, f"input.{shim}")
+        if hook != "post-commit" and os.path.exists(given):
+            with open(given, encoding="utf-8", errors="replace") as fh:
+                data["lines"] = fh.read().splitlines()
+            os.unlink(given)
+        seq += 1
+        os.close(_write_job(directory, seq, hook, data, pid=0)[1])
+    with open(path, "r+b") as fh:
+        fh.truncate(0)
+    return seq
+
+
+def _write_job(directory: str, seq: int, hook: str, data: dict, pid: int) -> tuple[str, int]:
+    path = os.path.join(directory, _job_name(seq, hook))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, json.dumps({"hook": hook, "pid": pid, "time": time.time(), "data": data}).encode())
+    return path, fd
+
+
+def take(opal_dir: str, hook: str, data: dict, shim: int | None = None, patience: float = PATIENCE) -> Ticket | None:
+    """This hook run's ticket: the job its shim put in the journal (``shim``: the shim's
+    pid), or, for a hook run by hand, a new job with ``data`` after every one taken.
+    None: another process did this job already."""
     directory = queue_dir(opal_dir)
     os.makedirs(directory, exist_ok=True)
-    # The counter and the job file are made under one short lock, and the job file is
-    # locked before that lock goes: no one can see it unlocked while we live.
     with _flocked(os.path.join(directory, "seq")) as sfd:
         raw = os.pread(sfd, 32, 0).strip()
-        seq = int(raw) + 1 if raw.isdigit() else 1
-        before = [os.path.join(directory, n) for n in _jobs(directory)]
-        path = os.path.join(directory, _job_name(seq, hook))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        job = Job(seq, hook, data, os.getpid(), path)
-        os.write(fd, json.dumps({"hook": hook, "pid": job.pid, "time": time.time(), "data": data}).encode())
+        seq = _from_journal(directory, int(raw) if raw.isdigit() else 0)
+        own = None
+        if shim is not None:
+            for name in reversed(_jobs(directory)):
+                job = _peek(os.path.join(directory, name))
+                if job is not None and job.hook == hook and job.data.get("shim") == shim:
+                    own = job
+                    break
+        if own is None:
+            seq += 1
+            path, fd = _write_job(directory, seq, hook, data, pid=os.getpid())
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            own = Job(seq, hook, data, os.getpid(), path)
+        else:
+            fd = -1
         os.ftruncate(sfd, 0)
         os.pwrite(sfd, str(seq).encode(), 0)
-    return Ticket(job, fd, before)
+        before = [os.path.join(directory, n) for n in _jobs(directory) if int(n[:12]) < own.seq]
+    if fd < 0:
+        # Our job came from the journal: lock it (another process may be doing it).
+        try:
+            fd = os.open(own.path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        if not _lock_or_wait(fd, time.monotonic() + patience) or os.fstat(fd).st_nlink == 0:
+            os.close(fd)
+            return None
+        own = Job(own.seq, own.hook, {**data, **own.data}, os.getpid(), own.path)
+    return Ticket(own, fd, before)
+
+
+def _peek(path: str) -> Job | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return _read_job(path, fd)
+    finally:
+        os.close(fd)
 
 
 def _lock_or_wait(fd: int, deadline: float) -> bool:
@@ -138,16 +209,27 @@ def _lock_or_wait(fd: int, deadline: float) -> bool:
 
 def _read_job(path: str, fd: int) -> Job | None:
     try:
-        raw = json.loads(os.pread(fd, 1 << 20, 0) or b"null")
+        raw = json.loads(os.pread(fd, 1 << 24, 0) or b"null")
         seq, hook = int(os.path.basename(path)[:12]), str(raw["hook"])
         return Job(seq, hook, dict(raw["data"]), int(raw.get("pid", 0)), path)
     except (ValueError, KeyError, TypeError):
         return None
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def wait_turn(ticket: Ticket, redo: Callable[[Job], None], patience: float = PATIENCE) -> None:
-    """Wait until every ticket before ``ticket`` is done; redo the work of those whose
-    process died first (``redo(job)``), oldest first."""
+    """Wait until every job before ``ticket`` is done, doing those that no process is on
+    (``redo(job)``), oldest first: their process died, or has not started yet. A push
+    is only ever made by its own process, while its shim waits for it."""
     deadline = time.monotonic() + patience
     for path in ticket.before:
         try:
@@ -155,26 +237,43 @@ def wait_turn(ticket: Ticket, redo: Callable[[Job], None], patience: float = PAT
         except FileNotFoundError:
             continue  # done already
         try:
-            if not _lock_or_wait(fd, deadline):
-                raise ConflictError(
-                    f"the hook run before this one ({os.path.basename(path)}) has been working for {patience:.0f} s",
-                    hint="this hook's work is kept and the next hook run does it; see 'opal hooks status'",
-                )
-            if os.fstat(fd).st_nlink == 0:
-                continue  # its process finished it
-            job = _read_job(path, fd)
-            if job is not None:
-                redo(job)  # raises if it could not be done: the ticket stays for next time
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            while True:
+                if not _lock_or_wait(fd, deadline):
+                    raise ConflictError(
+                        f"the hook run before this one ({os.path.basename(path)}) has been working for {patience:.0f} s",
+                        hint="this hook's work is kept and the next hook run does it; see 'opal hooks status'",
+                    )
+                if os.fstat(fd).st_nlink == 0:
+                    break  # its process finished it
+                job = _read_job(path, fd)
+                shim = int(job.data.get("shim") or 0) if job else 0
+                if job is not None and job.hook == "pre-push" and shim and _alive(shim) and time.monotonic() < deadline:
+                    fcntl.flock(fd, fcntl.LOCK_UN)  # its own process is about to start
+                    time.sleep(_POLL)
+                    continue
+                if job is not None:
+                    redo(job)  # raises if it could not be done: the job stays for next time
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                break
         finally:
             os.close(fd)
 
 
 def pending(opal_dir: str) -> list[Job]:
-    """Tickets not done yet (their work is running, or waits for the next hook run)."""
+    """Work not done yet: running, waiting for its turn or for the next hook run, or
+    still in the journal (its process has not started yet)."""
     directory = queue_dir(opal_dir)
     out = []
+    try:
+        with open(os.path.join(directory, JOURNAL), encoding="utf-8", errors="replace") as fh:
+            for line in fh.read().splitlines():
+                parts = line.split(" ", 4)
+                if len(parts) == 5 and parts[0].isdigit():
+                    data = {"shim": int(parts[0]), "git_dir": parts[4], **({"code": parts[2]} if parts[2] != "-" else {})}
+                    out.append(Job(0, parts[1], data, 0, os.path.join(directory, JOURNAL)))
+    except FileNotFoundError:
+        pass
     for name in _jobs(directory):
         path = os.path.join(directory, name)
         try:

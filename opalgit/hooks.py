@@ -67,6 +67,7 @@ _SHIM = """#!/bin/sh
 OPAL_PYTHON={python}
 
 hook={name}
+kind={kind}
 status=0
 case $0 in */*) here=${{0%/*}} ;; *) here=. ;; esac
 
@@ -108,9 +109,11 @@ fi
 {guard}
 nl='
 '
-dirs=$(git rev-parse --git-dir --git-common-dir 2>/dev/null) || exit $status
+dirs=$(git rev-parse --absolute-git-dir --git-common-dir{head} 2>/dev/null) || exit $status
 git_dir=${{dirs%%"$nl"*}}
-opal_dir=${{dirs#*"$nl"}}/opal
+dirs=${{dirs#*"$nl"}}
+opal_dir=${{dirs%%"$nl"*}}/opal
+{code}
 # No opal in this repository (a hooks folder that other repositories share): nothing to do.
 [ -d "$opal_dir" ] || exit $status
 {rebase_guard}
@@ -122,6 +125,13 @@ else
     echo "opal: $hook hook skipped: the opal command is not installed (reinstall it, or run 'opal hooks uninstall')" >&2
     exit $status
 fi
+# What git showed this hook goes in the journal now, in git's order, before opal starts:
+# its work may run later, and in another process (see opalgit/hookqueue.py).
+queue="$opal_dir/hooks"
+[ -d "$queue" ] || mkdir "$queue" 2>/dev/null
+{save_input}
+printf '%s %s %s %s %s\\n' "$$" "$hook" "$code" "$kind" "$git_dir" >>"$queue/journal"
+export OPAL_HOOK_SHIM=$$
 timeout=${{OPAL_HOOK_TIMEOUT:-$(git config -f "$opal_dir/config" --get hooks.{key} 2>/dev/null)}}
 case $timeout in ''|*[!0-9.]*|.*|*.*.*) timeout={default} ;; esac
 
@@ -218,6 +228,10 @@ def render_shim(name: str, python: str | None = None) -> str:
         run_chained=_RUN_CHAINED_STDIN if stdin else _RUN_CHAINED,
         guard=_GUARDS[name],
         rebase_guard=_REBASE_GUARD if name == "post-commit" else "",
+        head=" HEAD" if name == "post-commit" else "",
+        code='code=${dirs#*"$nl"}' if name == "post-commit" else "code=-",
+        kind='${1:-rebase}' if name == "post-rewrite" else "-",
+        save_input="printf '%s' \"$input\" >\"$queue/input.$$\"" if stdin else "",
         run_opal=_RUN_OPAL_STDIN if stdin else _RUN_OPAL,
         give_up=_GIVE_UP_STOP if push else _GIVE_UP_DETACH,
     ).replace("\n\n\n", "\n\n")
@@ -602,11 +616,12 @@ def pre_push(repo: Repository, env: Mapping[str, str], remote_name: str, url: st
 # ------------------------------------------------------------------ each hook's work, in its turn
 
 
-def job_data(repo: Repository, name: str, args: Mapping[str, object]) -> dict | None:
+def job_data(repo: Repository, name: str, args: Mapping[str, object], shim: int | None) -> dict | None:
     """What hook ``name`` saw when git ran it, for its work to run on later; None: it has no
-    work (a post-commit on an unborn branch, or one that a rebase replays)."""
+    work (a post-commit on an unborn branch, or one that a rebase replays). With a shim,
+    the journal holds the rest (:mod:`hookqueue`)."""
     data = {"git_dir": repo.git_dir, **args}
-    if name == "post-commit":
+    if name == "post-commit" and shim is None:
         if _rebasing(repo):
             return None
         code = links.head_commit(repo)
@@ -626,8 +641,9 @@ def _work(repo: Repository, name: str, data: Mapping, env: Mapping[str, str]) ->
     raise UsageError(f"opal has no {name} hook")
 
 
-def _redo(repo: Repository, job: hookqueue.Job, env: Mapping[str, str]) -> None:
-    """The work of a hook run whose process died before it was done."""
+def _redo(repo: Repository, job: hookqueue.Job, env: Mapping[str, str], said: list[str]) -> None:
+    """The work of a hook run that no process is on (it died, or has not started yet);
+    what it says goes to ``said``."""
     if job.hook == "pre-push":
         hookqueue.record_failure(
             repo.opal_dir, job.hook,
@@ -638,22 +654,29 @@ def _redo(repo: Repository, job: hookqueue.Job, env: Mapping[str, str]) -> None:
     git_dir = str(job.data.get("git_dir") or repo.git_dir)
     try:
         where = repo if os.path.normpath(git_dir) == os.path.normpath(repo.git_dir) else Repository(git_dir)
-        hookqueue.patiently(lambda: _work(where, job.hook, job.data, env))
+        res = hookqueue.patiently(lambda: _work(where, job.hook, job.data, env))
+        if res.message:
+            said.append(f"{res.message} (work left by an earlier {job.hook} hook run)")
     except ConflictError:
         raise  # still locked: the job stays for the next hook run
     except (OpalError, OSError) as exc:
         hookqueue.record_failure(repo.opal_dir, job.hook, f"(redone after its process ended) {exc}", said=False)
 
 
-def run_in_turn(repo: Repository, name: str, data: dict, env: Mapping[str, str]) -> HookResult:
-    """Hook ``name``'s work, after the work of every hook run before it (:mod:`hookqueue`).
+def run_in_turn(repo: Repository, name: str, data: dict, env: Mapping[str, str], shim: int | None = None) -> HookResult:
+    """Hook ``name``'s work, after the work of every hook run before it (:mod:`hookqueue`);
+    ``shim``: the pid of the shim that put it in the journal.
 
     Raises like the hook's work does. The repository's lock is waited for patiently:
     past the shim's timeout nobody is waiting for this process.
     """
-    ticket = hookqueue.take(repo.opal_dir, name, data)
+    ticket = hookqueue.take(repo.opal_dir, name, data, shim)
+    if ticket is None:
+        return HookResult()  # another hook run did this work (this process started late)
+    data = ticket.job.data
+    said: list[str] = []
     try:
-        hookqueue.wait_turn(ticket, lambda job: _redo(repo, job, env))
+        hookqueue.wait_turn(ticket, lambda job: _redo(repo, job, env, said))
     except BaseException:
         if name == "pre-push":
             ticket.done()  # a push is never made later, behind the user's back
@@ -661,6 +684,7 @@ def run_in_turn(repo: Repository, name: str, data: dict, env: Mapping[str, str])
             ticket.release()  # this work is not done: the next hook run does it
         raise
     try:
-        return hookqueue.patiently(lambda: _work(repo, name, data, env))
+        res = hookqueue.patiently(lambda: _work(repo, name, data, env))
     finally:
         ticket.done()
+    return HookResult("\n".join([*said, *([res.message] if res.message else [])]) or None)
