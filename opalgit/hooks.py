@@ -6,9 +6,17 @@ files for reading or copying by hand) are thin POSIX sh scripts that call
 ``opal hook NAME``. ``opal hooks install`` writes them into the repository's
 effective hooks folder (``git rev-parse --git-path hooks``: ``core.hooksPath`` if set,
 else the common ``.git/hooks`` that linked worktrees share) and never clobbers: a hook
-already there is renamed ``NAME.opal-chained`` and the shim runs it first, with the same
-arguments and input, and exits with its status. ``opal hooks uninstall`` renames it back,
-so what was there before is restored byte for byte.
+already there is renamed ``NAME.opal-chained`` and the shim runs it first, under the
+hook's own name (hook managers such as husky dispatch on ``$0``), with the same
+arguments and input, and exits with its status. ``opal hooks uninstall`` renames it
+back, so what was there before is restored byte for byte. A hooks folder shared with
+other repositories is refused unless asked for (:func:`check_folder`); there, a shim
+in a repository without opal does nothing.
+
+The shim waits for opal's part at most ``hooks.timeout`` seconds (post-commit,
+post-rewrite: then the work goes on in the background) or ``hooks.pushTimeout``
+(pre-push: then it is stopped); :func:`run_in_turn` and :mod:`hookqueue` keep work
+that outlives its git command in git's order, and lose none of it.
 
 What the hooks do (:func:`post_commit`, :func:`post_rewrite`, :func:`pre_push`):
 
@@ -22,8 +30,8 @@ What the hooks do (:func:`post_commit`, :func:`post_rewrite`, :func:`pre_push`):
 
 The hook functions raise like any opal function; the CLI entry point (``opal hook``)
 turns every failure into one warning line and exit status 0, and the shim adds a
-last guard so that even a broken opal installation prints one line and never fails
-the git command.
+last guard so that even a broken or hung opal installation prints one line and never
+fails, or holds up, the git command.
 """
 
 from __future__ import annotations
