@@ -200,7 +200,9 @@ def _run_hook(c: Ctx, name: str, args: dict) -> None:
     except NothingToDoError:
         return
     except (HookStopped, KeyboardInterrupt):
-        line = f"opal: {name} hook stopped before it ended (git is not affected)"
+        # The shim stopped it and said so (or the user pressed Ctrl-C): nothing to keep.
+        click.echo(f"opal: {name} hook stopped before it ended (git is not affected)", err=True)
+        return
     except OpalError as exc:
         hint = f"; {exc.hint}" if exc.hint else ""
         line = _one_line(f"opal: {name} hook skipped: {exc.message}{hint} (git is not affected)")

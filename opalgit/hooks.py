@@ -138,7 +138,7 @@ fi
 queue="$opal_dir/hooks"
 [ -d "$queue" ] || mkdir "$queue" 2>/dev/null
 {save_input}
-printf '%s %s %s %s %s\\n' "$$" "$hook" "$code" "$kind" "$git_dir" >>"$queue/journal"
+printf '%s %s %s %s %s\\n' "$$" "$hook" "$code" "$kind" "$git_dir" 2>/dev/null >>"$queue/journal"
 export OPAL_HOOK_SHIM=$$
 timeout=${{OPAL_HOOK_TIMEOUT:-$(git config -f "$opal_dir/config" --get hooks.{key} 2>/dev/null)}}
 case $timeout in ''|*[!0-9.]*|.*|*.*.*) timeout={default} ;; esac
@@ -239,7 +239,7 @@ def render_shim(name: str, python: str | None = None) -> str:
         head=" HEAD" if name == "post-commit" else "",
         code='code=${dirs#*"$nl"}' if name == "post-commit" else "code=-",
         kind='${1:-rebase}' if name == "post-rewrite" else "-",
-        save_input="printf '%s' \"$input\" >\"$queue/input.$$\"" if stdin else "",
+        save_input="printf '%s' \"$input\" 2>/dev/null >\"$queue/input.$$\"" if stdin else "",
         run_opal=_RUN_OPAL_STDIN if stdin else _RUN_OPAL,
         give_up=_GIVE_UP_STOP if push else _GIVE_UP_DETACH,
     ).replace("\n\n\n", "\n\n")

@@ -497,3 +497,53 @@ def test_a_shared_hooks_folder_is_refused_and_silent_elsewhere(project, home, tm
     git("config", "core.hooksPath", str(shared), cwd=str(third))
     r = opal("hooks", "install", cwd=third)
     assert r.returncode == 2 and "outside this repository" in r.stderr
+
+
+def test_a_failure_in_the_background_is_said_at_the_next_hook(repo, project, home):
+    from tests.conftest import opal
+
+    hooks.install(repo, os.environ, PY)
+    place(home, project, lines=10)
+    config = os.path.join(repo.opal_dir, "config")
+    good = open(config, "rb").read()
+    held = HeldLock(repo)
+    try:
+        commit_env(project, "one", env={"OPAL_HOOK_TIMEOUT": "1"})
+        assert "Still to do: post-commit" in opal("hooks", "status", cwd=project).stdout
+        with open(config, "w") as fh:  # the work will fail, after git has gone on
+            fh.write("[core\n\tformat = = =\n[[[\n")
+    finally:
+        held.release()
+    assert drained(repo)
+    with open(config, "wb") as fh:
+        fh.write(good)
+    failed = hookqueue.failures(repo.opal_dir)
+    assert len(failed) == 1 and not failed[0]["said"]
+    assert "Failed " in opal("hooks", "status", cwd=project).stdout
+    _, err = commit_env(project, "two")
+    lines = err.splitlines()
+    assert lines[0].startswith("opal: an earlier post-commit hook failed in the background: "), err
+    assert lines[-1].startswith("opal: recorded ")
+    _, err = commit_env(project, "three")
+    assert "an earlier" not in err  # said once
+
+
+def test_a_hook_manager_that_writes_its_hook_again(repo, project):
+    """husky writes .husky/_ again on every 'npm install', over opal's shims."""
+    hooks_dir = os.path.join(str(project), ".git", "hooks")
+    theirs = "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n"
+    with open(os.path.join(hooks_dir, "pre-push"), "w") as fh:
+        fh.write(theirs)
+    os.chmod(os.path.join(hooks_dir, "pre-push"), 0o755)
+    before = snapshot(hooks_dir)
+    hooks.install(repo, os.environ, PY)
+    with open(os.path.join(hooks_dir, "pre-push"), "w") as fh:  # written again
+        fh.write(theirs)
+    assert hooks.status(repo, os.environ, PY)[2].state == "foreign"
+    changes = {c.name: c.action for c in hooks.install(repo, os.environ, PY)}
+    assert changes["pre-push"] == "updated"
+    assert hooks.status(repo, os.environ, PY)[2].state == "installed"
+    with open(os.path.join(hooks_dir, "pre-push"), "w") as fh:  # and again, then uninstall
+        fh.write(theirs)
+    hooks.uninstall(repo, os.environ)
+    assert snapshot(hooks_dir) == before and not os.path.exists(os.path.join(hooks_dir, ".opal-chained"))
