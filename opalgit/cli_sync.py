@@ -187,7 +187,8 @@ def _run_hook(c: Ctx, name: str, args: dict) -> None:
     try:
         repo = Repository.discover(c.cwd)
         for f in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
-            click.echo(_one_line(f"opal: an earlier {f.get('hook')} hook failed in the background: {f.get('message')}"), err=True)
+            said_then = f"opal: an earlier {f.get('hook')} hook failed in the background: {f.get('message')}"
+            click.echo(_one_line(said_then), err=True)
         shim = os.environ.get("OPAL_HOOK_SHIM", "")
         shim_pid = int(shim) if shim.isdigit() else None
         data = hooks.job_data(repo, name, args, shim_pid)

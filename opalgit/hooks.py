@@ -147,7 +147,8 @@ case $timeout in ''|*[!0-9.]*|.*|*.*.*) timeout={default} ;; esac
 out="$opal_dir/hook-output.$$"
 export OPAL_HOOK_OUTPUT="$out"
 timed_out=
-trap 'rm -f "$out"' EXIT
+watchdog=
+trap 'rm -f "$out"; [ -z "$watchdog" ] || kill $watchdog 2>/dev/null' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'timed_out=1' USR1
@@ -163,6 +164,7 @@ watchdog=$!
 wait $pid
 opal_status=$?
 kill $watchdog 2>/dev/null
+watchdog=
 if [ -n "$timed_out" ] && kill -0 $pid 2>/dev/null; then
     {give_up}
     exit $status
@@ -353,7 +355,9 @@ def _same_file(a: str, b: str) -> bool:
     again over opal's shim, beside the copy opal chained)."""
     try:
         sa, sb = os.lstat(a), os.lstat(b)
-        if not (stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode)) or stat.S_IMODE(sa.st_mode) != stat.S_IMODE(sb.st_mode):
+        if not (stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode)):
+            return False
+        if stat.S_IMODE(sa.st_mode) != stat.S_IMODE(sb.st_mode):
             return False
         with open(a, "rb") as fa, open(b, "rb") as fb:
             return fa.read() == fb.read()
@@ -491,7 +495,8 @@ def uninstall(repo: Repository, env: Mapping[str, str]) -> list[HookChange]:
                 # 'npm install'): opal's copy of it is all that is left to remove.
                 _drop_link(directory, name)
                 os.unlink(chained)
-                changes.append(HookChange(name, path, "removed", "it had been written again over opal's; opal's copy of it is removed"))
+                detail = "it had been written again over opal's; opal's copy of it is removed"
+                changes.append(HookChange(name, path, "removed", detail))
                 continue
             changes.append(HookChange(name, path, "skipped", "not opal's hook; left as it is"))
             continue

@@ -1,16 +1,20 @@
 """Git hooks against the real git binary: install/chain/uninstall, post-commit links,
-post-rewrite moves, and a failing opal that never blocks a code commit."""
+post-rewrite moves, a failing or slow opal that never blocks nor holds up a code
+commit, work in the background that loses nothing, and shared hooks folders."""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import stat
+import subprocess
 import sys
 import time
 
 import pytest
 
-from opalgit import hooks, links, porcelain
+from opalgit import hookqueue, hooks, links, porcelain
 from opalgit.errors import RevisionError, UsageError
 from opalgit.repo import Repository
 from tests.conftest import ROOT, git
@@ -279,13 +283,6 @@ def test_cli_hooks_at_and_config(project, home):
 
 
 # ------------------------------------------------------------------ git is never held up (bounded hooks)
-
-import re  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-
-from opalgit import hookqueue  # noqa: E402
-
 
 class HeldLock:
     """Another opal process holding the repository's lock until told to let go."""
