@@ -118,7 +118,9 @@ def hooks_status(c: Ctx, as_json: bool) -> None:
     """Show whether opal's hooks are in place, and what they chain to.
 
     States: installed; outdated (opal's, but written by another opal installation:
-    'opal hooks install' refreshes it); missing; foreign (another hook, not chained).
+    'opal hooks install' refreshes it); missing; foreign (another hook, not chained);
+    displaced (a hook manager such as pre-commit or lefthook installed its hook and
+    moved opal's aside: 'opal hooks install' chains it again).
 
     \b
     Examples:

@@ -325,7 +325,8 @@ def shared_hooks_path(repo: Repository, env: Mapping[str, str]) -> str | None:
 class HookStatus:
     name: str
     path: str
-    state: str  # "installed", "outdated" (ours, but another opal or an older shim), "missing", "foreign"
+    state: str  # "installed", "outdated" (ours, but another opal or an older shim), "missing", "foreign",
+    # "displaced" (a hook manager moved ours to NAME.legacy / NAME.old and put its own in place)
     chained: str | None  # the earlier hook opal runs first, if any
 
     def to_json(self) -> dict:
@@ -374,6 +375,8 @@ def status(repo: Repository, env: Mapping[str, str], python: str | None = None) 
         has_chained = os.path.lexists(chained)
         if _is_shim(path):
             state = "installed" if _read(path) == render_shim(name, python) and _link_ok(directory, name) else "outdated"
+        elif any(_is_shim(path + suffix) for suffix in DISPLACED_SUFFIXES):
+            state = "displaced"  # a hook manager moved opal's aside: install again
         elif os.path.lexists(path):
             state = "foreign"
         else:
@@ -455,7 +458,34 @@ def install(repo: Repository, env: Mapping[str, str], python: str | None, *, sha
     return [_install_one(directory, name, render_shim(name, python)) for name in HOOKS]
 
 
+#: Where hook managers move a hook they find in their way when they install: pre-commit
+#: runs ``NAME.legacy`` before its own, lefthook keeps ``NAME.old`` and runs it no more.
+DISPLACED_SUFFIXES = (".legacy", ".old")
+
+
+def _drop_displaced(directory: str, name: str) -> list[str]:
+    """Remove opal's own shims that a hook manager moved aside: under pre-commit one
+    would run opal's shim, which runs pre-commit again ("installed in migration mode");
+    under lefthook it is dead. Returns their names."""
+    out = []
+    for suffix in DISPLACED_SUFFIXES:
+        moved = os.path.join(directory, name + suffix)
+        if _is_shim(moved):
+            os.unlink(moved)
+            out.append(os.path.basename(moved))
+    return out
+
+
 def _install_one(directory: str, name: str, text: str) -> HookChange:
+    change = _install_shim(directory, name, text)
+    dropped = _drop_displaced(directory, name)
+    if dropped:
+        note = f"removed opal's hook that another hook manager had moved to {', '.join(dropped)}"
+        change.detail = f"{change.detail}; {note}" if change.detail else note
+    return change
+
+
+def _install_shim(directory: str, name: str, text: str) -> HookChange:
     path = os.path.join(directory, name)
     chained = path + CHAINED_SUFFIX
     if _is_shim(path):
@@ -489,6 +519,7 @@ def uninstall(repo: Repository, env: Mapping[str, str]) -> list[HookChange]:
     for name in HOOKS:
         path = os.path.join(directory, name)
         chained = path + CHAINED_SUFFIX
+        _drop_displaced(directory, name)
         if os.path.lexists(path) and not _is_shim(path):
             if _same_file(path, chained):
                 # A hook manager wrote its hook again over opal's (husky does on every

@@ -253,3 +253,41 @@ def test_a_hook_that_dispatches_on_its_own_name(project, home, tmp_path, kind):
         os.symlink("dispatch-hook", hooks_dir / name)
     setup = Setup([hooks_dir], marker, allow)
     scenario(setup, project, home, tmp_path, at_commit=["post-commit "], at_push=["pre-push origin"])
+
+
+@pytest.mark.parametrize("manager", ["pre-commit", "lefthook"])
+def test_a_hook_manager_installed_after_opal(project, home, tmp_path, manager):
+    """pre-commit and lefthook move a hook in their way aside when they install (to
+    NAME.legacy, NAME.old): opal's hooks say so, and installing them again chains the
+    manager's hook and removes opal's moved copy."""
+    marker = tmp_path / "marker"
+    env = {}
+    if manager == "pre-commit":
+        mark = script(tmp_path / "mark.sh", f'#!/bin/sh\necho "pre-commit post-commit" >> {marker}\n')
+        (project / ".pre-commit-config.yaml").write_text(
+            "repos:\n  - repo: local\n    hooks:\n"
+            f"      - {{id: mark, name: mark, entry: {mark}, language: system, pass_filenames: false,"
+            " always_run: true, stages: [post-commit]}\n"
+        )
+        git("add", ".pre-commit-config.yaml", cwd=str(project))
+        git("commit", "-q", "-m", "config", cwd=str(project))
+        install = [*_pre_commit(), "install", "--hook-type", "post-commit"]
+    else:
+        lefthook = _npm_tool("lefthook")
+        (project / "lefthook.yml").write_text(
+            f"post-commit:\n  jobs:\n    - name: mark\n      run: echo lefthook post-commit >> {marker}\n"
+        )
+        env = {"PATH": os.path.dirname(lefthook) + os.pathsep + os.environ["PATH"]}
+        install = [lefthook, "install"]
+    assert opal("hooks", "install", cwd=project).returncode == 0
+    run(install, project, env)
+    assert [s.state for s in _status(project)][0] == "displaced"
+
+    r = opal("hooks", "install", cwd=project)
+    assert r.returncode == 0 and "removed opal's hook that another hook manager had moved" in r.stdout, r.stdout
+    hooks_dir = project / ".git" / "hooks"
+    assert not [n for n in os.listdir(hooks_dir) if n.endswith((".legacy", ".old"))]
+    place(home, project, lines=12)
+    sha, err = commit(project, "parser", env)
+    assert marks(marker) == [f"{manager} post-commit"], err
+    assert "opal: recorded" in err
