@@ -39,7 +39,10 @@ if command -v npm >/dev/null 2>&1; then
   else
     mkdir -p "$DIR"
     echo "install-hook-managers: npm install --prefix $DIR ${NPM_PKGS[*]}"
-    npm install --prefix "$DIR" --no-audit --no-fund --loglevel=error --save-exact "${NPM_PKGS[@]}"
+    # --ignore-scripts: lefthook's postinstall runs 'lefthook install' in the folder npm
+    # was started from, which would write a lefthook.yml and git hooks into this
+    # repository. Neither package needs a script: lefthook's binary comes in a package.
+    npm install --prefix "$DIR" --no-audit --no-fund --loglevel=error --save-exact --ignore-scripts "${NPM_PKGS[@]}"
     for spec in "${NPM_PKGS[@]}"; do
       name="${spec%@*}" want="${spec##*@}"
       have="$(installed_version "$name")"
