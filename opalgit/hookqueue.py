@@ -108,33 +108,46 @@ class Ticket:
 
 def _from_journal(directory: str, seq: int) -> int:
     """Turn the journal's lines (one per hook git ran, appended by the shims in git's
-    order: ``shim-pid hook code kind git-dir``) into numbered job files; the last number."""
+    order: ``shim-pid hook code kind git-dir``) into numbered job files; the last number.
+
+    The journal is renamed before it is read, so that a shim appending meanwhile starts
+    a new one rather than writing into what is being emptied. A ``journal.taking`` that
+    is already there was left by a process that died reading it: it goes first (a job
+    made twice does its work twice, which changes nothing the second time)."""
     path = os.path.join(directory, JOURNAL)
-    try:
-        with open(path, "rb") as fh:
+    taking = path + ".taking"
+    for _ in range(2):  # a journal.taking left behind first, then the journal
+        if not os.path.exists(taking):
+            try:
+                os.rename(path, taking)
+            except FileNotFoundError:
+                return seq
+        with open(taking, "rb") as fh:
             raw = fh.read()
-    except FileNotFoundError:
-        return seq
-    for line in raw.decode("utf-8", "replace").splitlines():
-        parts = line.split(" ", 4)
-        if len(parts) != 5 or not parts[0].isdigit():
-            continue
-        shim, hook, code, kind, git_dir = parts
-        data: dict = {"shim": int(shim), "git_dir": git_dir}
-        if code != "-":
-            data["code"] = code
-        if kind != "-":
-            data["kind"] = kind
-        given = os.path.join(directory, f"input.{shim}")
-        if hook != "post-commit" and os.path.exists(given):
-            with open(given, encoding="utf-8", errors="replace") as fh:
-                data["lines"] = fh.read().splitlines()
-            os.unlink(given)
-        seq += 1
-        os.close(_write_job(directory, seq, hook, data, pid=0)[1])
-    with open(path, "r+b") as fh:
-        fh.truncate(0)
+            raw += fh.read()  # what a shim that opened it just before the rename wrote since
+        for line in raw.decode("utf-8", "replace").splitlines():
+            seq = _job_from_line(directory, line, seq)
+        os.unlink(taking)
     return seq
+
+
+def _job_from_line(directory: str, line: str, seq: int) -> int:
+    parts = line.split(" ", 4)
+    if len(parts) != 5 or not parts[0].isdigit():
+        return seq
+    shim, hook, code, kind, git_dir = parts
+    data: dict = {"shim": int(shim), "git_dir": git_dir}
+    if code != "-":
+        data["code"] = code
+    if kind != "-":
+        data["kind"] = kind
+    given = os.path.join(directory, f"input.{shim}")
+    if hook != "post-commit" and os.path.exists(given):
+        with open(given, encoding="utf-8", errors="replace") as fh:
+            data["lines"] = fh.read().splitlines()
+        os.unlink(given)
+    os.close(_write_job(directory, seq + 1, hook, data, pid=0)[1])
+    return seq + 1
 
 
 def _write_job(directory: str, seq: int, hook: str, data: dict, pid: int) -> tuple[str, int]:
@@ -161,6 +174,9 @@ def take(opal_dir: str, hook: str, data: dict, shim: int | None = None, patience
                     own = job
                     break
         if own is None:
+            if shim is not None:  # the shim could not write the journal: its input is ours
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, f"input.{shim}"))
             seq += 1
             path, fd = _write_job(directory, seq, hook, data, pid=os.getpid())
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -265,15 +281,17 @@ def pending(opal_dir: str) -> list[Job]:
     still in the journal (its process has not started yet)."""
     directory = queue_dir(opal_dir)
     out = []
-    try:
-        with open(os.path.join(directory, JOURNAL), encoding="utf-8", errors="replace") as fh:
-            for line in fh.read().splitlines():
-                parts = line.split(" ", 4)
-                if len(parts) == 5 and parts[0].isdigit():
-                    data = {"shim": int(parts[0]), "git_dir": parts[4], **({"code": parts[2]} if parts[2] != "-" else {})}
-                    out.append(Job(0, parts[1], data, 0, os.path.join(directory, JOURNAL)))
-    except FileNotFoundError:
-        pass
+    for journal in (JOURNAL + ".taking", JOURNAL):
+        try:
+            with open(os.path.join(directory, journal), encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            parts = line.split(" ", 4)
+            if len(parts) == 5 and parts[0].isdigit():
+                data = {"shim": int(parts[0]), "git_dir": parts[4], **({"code": parts[2]} if parts[2] != "-" else {})}
+                out.append(Job(0, parts[1], data, 0, os.path.join(directory, journal)))
     for name in _jobs(directory):
         path = os.path.join(directory, name)
         try:

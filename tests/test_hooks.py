@@ -544,3 +544,23 @@ def test_a_hook_manager_that_writes_its_hook_again(repo, project):
         fh.write(theirs)
     hooks.uninstall(repo, os.environ)
     assert snapshot(hooks_dir) == before and not os.path.exists(os.path.join(hooks_dir, ".opal-chained"))
+
+
+def test_the_journal_loses_no_line_while_it_is_taken(tmp_path):
+    """Shims append to the journal while opal processes turn it into jobs: every line
+    becomes a job (200 lines from a shell, against takes in a loop; bounded)."""
+    opal_dir = str(tmp_path / "opal")
+    queue = os.path.join(opal_dir, "hooks")
+    os.makedirs(queue)
+    writer = subprocess.Popen(
+        ["sh", "-c", f'i=1; while [ $i -le 200 ]; do printf "%s post-commit - - /x\\n" $i >>"{queue}/journal"; i=$((i+1)); done'],
+    )
+    tickets = []
+    while writer.poll() is None and len(tickets) < 2000:
+        t = hookqueue.take(opal_dir, "post-rewrite", {})
+        tickets.append(t)
+        t.done()
+    writer.wait(timeout=60)
+    hookqueue.take(opal_dir, "post-rewrite", {}).done()  # what came after the last take
+    shims = sorted(j.data["shim"] for j in hookqueue.pending(opal_dir) if j.hook == "post-commit")
+    assert sorted(set(shims)) == list(range(1, 201))
