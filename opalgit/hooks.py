@@ -703,8 +703,9 @@ def _redo(repo: Repository, job: hookqueue.Job, env: Mapping[str, str], said: li
             said.append(f"{res.message} (work left by an earlier {job.hook} hook run)")
     except ConflictError:
         raise  # still locked: the job stays for the next hook run
-    except (OpalError, OSError) as exc:
-        hookqueue.record_failure(repo.opal_dir, job.hook, f"(redone after its process ended) {exc}", said=False)
+    except Exception as exc:  # noqa: BLE001 -- kept and said; a job that always fails must not block the queue
+        what = exc.message if isinstance(exc, OpalError) else f"{type(exc).__name__}: {exc}"
+        hookqueue.record_failure(repo.opal_dir, job.hook, f"(work of an earlier hook run) {what}", said=False)
 
 
 def run_in_turn(repo: Repository, name: str, data: dict, env: Mapping[str, str], shim: int | None = None) -> HookResult:
