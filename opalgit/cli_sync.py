@@ -212,10 +212,14 @@ def _run_hook(c: Ctx, name: str, args: dict) -> None:
     except Exception as exc:  # any bug: still one line, and the git command goes on
         line = _one_line(f"opal: {name} hook failed: {type(exc).__name__}: {exc} (git is not affected)")
     click.echo(line, err=True)
-    if repo is not None and os.path.isdir(repo.opal_dir):
-        said = said and hookqueue.shim_waiting(os.environ.get("OPAL_HOOK_OUTPUT"))
+    # Where to keep it: the repository's, or (opal could not even open it) the folder of
+    # the shim's output file, which is that repository's opal folder.
+    output = os.environ.get("OPAL_HOOK_OUTPUT") or ""
+    opal_dir = repo.opal_dir if repo is not None else (os.path.dirname(output) if output else None)
+    if opal_dir and os.path.isdir(opal_dir):
+        said = said and hookqueue.shim_waiting(output)
         try:
-            hookqueue.record_failure(repo.opal_dir, name, line, said=said)
+            hookqueue.record_failure(opal_dir, name, line, said=said)
         except OSError:
             pass
 

@@ -507,7 +507,7 @@ def test_a_failure_in_the_background_is_said_at_the_next_hook(repo, project, hom
     try:
         commit_env(project, "one", env={"OPAL_HOOK_TIMEOUT": "1"})
         assert "Still to do: post-commit" in opal("hooks", "status", cwd=project).stdout
-        with open(config, "w") as fh:  # the work will fail, after git has gone on
+        with open(config, "w") as fh:  # the work will fail, after git has gone on (wherever it has got to)
             fh.write("[core\n\tformat = = =\n[[[\n")
     finally:
         held.release()
