@@ -106,29 +106,71 @@ class Ticket:
         self._fd = -1
 
 
-def _from_journal(directory: str, seq: int) -> int:
-    """Turn the journal's lines (one per hook git ran, appended by the shims in git's
-    order: ``shim-pid hook code kind git-dir``) into numbered job files; the last number.
+#: The journal is read from where the last reader stopped; once it is all read and
+#: this big, it is moved aside to ``journal.taking`` and a new one starts.
+_COMPACT_AT = 64 * 1024
+#: ``journal.taking`` is removed once all read and this long unchanged: a shim that
+#: had opened the journal just before it was moved aside writes within microseconds.
+_QUIET = 2.0
 
-    The journal is renamed before it is read, so that a shim appending meanwhile starts
-    a new one rather than writing into what is being emptied. A ``journal.taking`` that
-    is already there was left by a process that died reading it: it goes first (a job
-    made twice does its work twice, which changes nothing the second time)."""
+
+@dataclass
+class _Counters:
+    """What the ``seq`` file holds: the last job's number, and how far each journal is read."""
+
+    seq: int = 0
+    journal: int = 0
+    taking: int = 0
+
+    @classmethod
+    def parse(cls, raw: bytes) -> "_Counters":
+        parts = raw.split()
+        nums = [int(p) for p in parts[:3] if p.isdigit()] + [0, 0, 0]
+        return cls(nums[0], nums[1], nums[2])
+
+    def dump(self) -> bytes:
+        return f"{self.seq} {self.journal} {self.taking}".encode()
+
+
+def _read_lines(path: str, offset: int) -> tuple[list[str], int]:
+    """The whole lines after ``offset`` (a line still being written stays for next time)."""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size < offset:
+                offset = 0  # not the file that was read before (removed and begun again)
+            fh.seek(offset)
+            raw = fh.read()
+    except FileNotFoundError:
+        return [], 0
+    end = raw.rfind(b"\n") + 1
+    return raw[:end].decode("utf-8", "replace").splitlines(), offset + end
+
+
+def _from_journal(directory: str, n: _Counters) -> None:
+    """Turn the journal's new lines (one per hook git ran, appended by the shims in git's
+    order: ``shim-pid hook code kind git-dir``) into numbered job files.
+
+    The journal is never emptied under a shim's feet (one that opened it an instant
+    before would lose its line): it is read from where the last reader stopped, and
+    only moved aside once all read."""
     path = os.path.join(directory, JOURNAL)
     taking = path + ".taking"
-    for _ in range(2):  # a journal.taking left behind first, then the journal
-        if not os.path.exists(taking):
-            try:
-                os.rename(path, taking)
-            except FileNotFoundError:
-                return seq
-        with open(taking, "rb") as fh:
-            raw = fh.read()
-            raw += fh.read()  # what a shim that opened it just before the rename wrote since
-        for line in raw.decode("utf-8", "replace").splitlines():
-            seq = _job_from_line(directory, line, seq)
-        os.unlink(taking)
-    return seq
+    if os.path.exists(taking):
+        lines, n.taking = _read_lines(taking, n.taking)
+        for line in lines:
+            n.seq = _job_from_line(directory, line, n.seq)
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(taking)
+            if st.st_size == n.taking and time.time() - st.st_mtime > _QUIET:
+                os.unlink(taking)
+                n.taking = 0
+    lines, n.journal = _read_lines(path, n.journal)
+    for line in lines:
+        n.seq = _job_from_line(directory, line, n.seq)
+    with contextlib.suppress(FileNotFoundError):
+        if not os.path.exists(taking) and os.path.getsize(path) == n.journal >= _COMPACT_AT:
+            os.rename(path, taking)
+            n.taking, n.journal = n.journal, 0
 
 
 def _job_from_line(directory: str, line: str, seq: int) -> int:
@@ -164,8 +206,9 @@ def take(opal_dir: str, hook: str, data: dict, shim: int | None = None, patience
     directory = queue_dir(opal_dir)
     os.makedirs(directory, exist_ok=True)
     with _flocked(os.path.join(directory, "seq")) as sfd:
-        raw = os.pread(sfd, 32, 0).strip()
-        seq = _from_journal(directory, int(raw) if raw.isdigit() else 0)
+        counters = _Counters.parse(os.pread(sfd, 128, 0))
+        _from_journal(directory, counters)
+        seq = counters.seq
         own = None
         if shim is not None:
             for name in reversed(_jobs(directory)):
@@ -183,8 +226,9 @@ def take(opal_dir: str, hook: str, data: dict, shim: int | None = None, patience
             own = Job(seq, hook, data, os.getpid(), path)
         else:
             fd = -1
+        counters.seq = seq
         os.ftruncate(sfd, 0)
-        os.pwrite(sfd, str(seq).encode(), 0)
+        os.pwrite(sfd, counters.dump(), 0)
         before = [os.path.join(directory, n) for n in _jobs(directory) if int(n[:12]) < own.seq]
     if fd < 0:
         # Our job came from the journal: lock it (another process may be doing it).
@@ -281,12 +325,13 @@ def pending(opal_dir: str) -> list[Job]:
     still in the journal (its process has not started yet)."""
     directory = queue_dir(opal_dir)
     out = []
-    for journal in (JOURNAL + ".taking", JOURNAL):
-        try:
-            with open(os.path.join(directory, journal), encoding="utf-8", errors="replace") as fh:
-                lines = fh.read().splitlines()
-        except FileNotFoundError:
-            continue
+    try:
+        with open(os.path.join(directory, "seq"), "rb") as fh:
+            counters = _Counters.parse(fh.read())
+    except FileNotFoundError:
+        counters = _Counters()
+    for journal, offset in ((JOURNAL + ".taking", counters.taking), (JOURNAL, counters.journal)):
+        lines, _ = _read_lines(os.path.join(directory, journal), offset)
         for line in lines:
             parts = line.split(" ", 4)
             if len(parts) == 5 and parts[0].isdigit():
