@@ -74,7 +74,8 @@ class _Checker:
                 if STATE_BLOB not in entries:
                     self.problem(f"{where}: commit {oid.hex()[:12]} has no state header")
                     continue
-                header = StateHeader.decode(codec.unframe(self.store.read_blob(entries[STATE_BLOB][1])))
+                blob = self.store.read_blob(entries[STATE_BLOB][1])
+                header = StateHeader.decode(codec.unframe(blob, limit=codec.MAX_HEADER_SIZE, what="its state header"))
                 if TURNS_TREE in entries:
                     items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
                 else:

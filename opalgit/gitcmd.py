@@ -70,10 +70,21 @@ class Pending:
         return subprocess.CompletedProcess(self._args, self._proc.returncode, out, err)
 
 
-def start(git_dir: str, args: list[str], *, cwd: str | None = None, input: str | None = None) -> Pending:
+def start(
+    git_dir: str,
+    args: list[str],
+    *,
+    cwd: str | None = None,
+    input: str | None = None,
+    pass_fds: tuple[int, ...] = (),
+    own_session: bool = False,
+) -> Pending:
     """:func:`run`, started now and finished when asked: git works on the other core
     while the caller goes on (a commit asks who the committer is ~50 ms before it
-    needs the answer). ``input`` is written to git's stdin at once."""
+    needs the answer). ``input`` is written to git's stdin at once. ``pass_fds``:
+    descriptors git inherits (a lock it must hold as long as it runs);
+    ``own_session``: git is out of reach of signals sent to opal's process group
+    (Ctrl-C, a kill of the group), so that what it started it finishes."""
     argv = ["git", f"--git-dir={git_dir}", *args]
     try:
         proc = subprocess.Popen(
@@ -85,6 +96,8 @@ def start(git_dir: str, args: list[str], *, cwd: str | None = None, input: str |
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
+            pass_fds=pass_fds,
+            start_new_session=own_session,
         )
     except FileNotFoundError:
         raise GitMissing("git is not installed (or not on PATH)") from None

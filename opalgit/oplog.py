@@ -94,7 +94,7 @@ def apply(
     prev = repo.refs.get(OPLOG_REF)
     keep = [old for old, _new in op.changes.values() if old is not None and old != prev]
     parents: list[bytes] = ([prev] if prev else []) + sorted(set(keep))
-    blob = store.write_blob(codec.frame(op.encode()))
+    blob = store.write_blob(codec.frame(op.encode(), limit=codec.MAX_HEADER_SIZE))
     tree = store.write_tree([(OP_BLOB, False, blob)])
     sig = repo.signature()
     oid = store.write_commit(tree, parents, sig, sig, f"opal {op.command}: {op.description}\n")
@@ -102,7 +102,12 @@ def apply(
     changes = dict(op.changes)
     changes.update(extra_refs or {})
     changes[OPLOG_REF] = (prev, oid)
+    # Every object the refs will name is protected from a concurrent `git gc` until
+    # they do (store.GitObjectStore._write): check it is all there, move the refs,
+    # then release the protection.
+    store.secure()
     repo.refs.update(changes, f"opal {op.command}: {op.description}", meanwhile=meanwhile)
+    store.settle()
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])
     op.oid = oid
@@ -131,7 +136,8 @@ def read(repo: Repository, oid: bytes) -> Operation:
     if OP_BLOB not in entries:
         raise CorruptObjectError(f"operation {oid.hex()[:12]} has no op blob")
     parent = commit.parents[0] if commit.parents else None
-    return Operation.decode(oid, parent, codec.unframe(repo.store.read_blob(entries[OP_BLOB])))
+    data = codec.unframe(repo.store.read_blob(entries[OP_BLOB]), limit=codec.MAX_HEADER_SIZE, what=f"operation {oid.hex()[:12]}")
+    return Operation.decode(oid, parent, data)
 
 
 def log(repo: Repository) -> Iterator[Operation]:

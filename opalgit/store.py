@@ -19,15 +19,21 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import odb, packfile
-from .errors import CorruptObjectError, OpalError
+from .errors import ConflictError, CorruptObjectError, OpalError
 from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
 from .structs import dataclass
 
 if TYPE_CHECKING:
     import pygit2
 
-#: Below this many new objects a flush writes loose objects, above it one pack.
+#: Below this many new objects (and :data:`LOOSE_BYTES`) a flush writes loose
+#: objects, above it one pack.
 PACK_THRESHOLD = 64
+LOOSE_BYTES = 1 << 20
+#: How far ahead a loose object that no ref names yet is dated, so that a concurrent
+#: ``git gc --prune=now`` leaves it (see :func:`packfile.hold_loose`); dated back to
+#: now once a ref names it, or the command gives it up.
+HOLD_SECONDS = 3600
 #: A store flushes by itself once this many bytes are buffered (bounds memory).
 FLUSH_BYTES = 8 * 1024 * 1024
 #: Decoded trees kept per store (a leaf tree is a few hundred bytes).
@@ -187,7 +193,14 @@ class ObjectStore:
         """Write every buffered object that the backend does not have yet."""
         if not self._pending:
             return
-        new = [(oid, t, d) for oid, (t, d) in self._pending.items() if not self._backend_exists(oid)]
+        new, had = [], []
+        for oid, (t, d) in self._pending.items():
+            if self._backend_exists(oid):
+                had.append(oid)
+            else:
+                new.append((oid, t, d))
+        if had:
+            self._backend_reused(had)
         if new:
             self._backend_write(new)
             self.written_objects += len(new)
@@ -195,12 +208,24 @@ class ObjectStore:
         self._pending.clear()
         self._pending_bytes = 0
 
+    def secure(self) -> None:
+        """Before refs are pointed at what was flushed: check that it is all still
+        there (raise :class:`ConflictError` if not: nothing has been changed)."""
+
+    def settle(self) -> None:
+        """After refs name what was flushed (or the command gave it up): release what
+        protected it from a concurrent ``git gc``."""
+
     def discard(self) -> None:
         """Forget buffered objects (an operation that failed before its ref update)."""
+        self.settle()
         self._pack_cache = None  # it may hold packs that were never written
         self.derived.clear()  # ... and facts about objects that were never written
         self._pending.clear()
         self._pending_bytes = 0
+
+    def _backend_reused(self, oids: list[bytes]) -> None:
+        """Objects a flush found written already (a ref may be about to name them)."""
 
     # -- reading ------------------------------------------------------------------
 
@@ -289,6 +314,12 @@ class GitObjectStore(ObjectStore):
             self.files = odb.FileObjectDatabase(objects_dir)
         except odb.Unsupported:
             self.files = None
+        # What a concurrent `git gc --prune=now` must not delete before the refs move
+        # (docs/reliability.md): loose objects dated ahead, the .keep files of new
+        # packs, and objects a flush found already present (checked by secure()).
+        self._held: list[str] = []
+        self._keeps: list[str] = []
+        self._reused: list[bytes] = []
 
     @property
     def repo(self) -> "pygit2.Repository":
@@ -300,6 +331,11 @@ class GitObjectStore(ObjectStore):
         import pygit2
 
         try:
+            # libgit2 inflates a whole object at once: ask its size first, and refuse
+            # what no object of opal's can be before anything is allocated.
+            _kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid))
+            if size > odb.MAX_GIT_OBJECT:
+                raise odb.too_large(oid, size)
             obj_type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
         except KeyError:
             return None
@@ -335,8 +371,56 @@ class GitObjectStore(ObjectStore):
         self._write(objects)
 
     def _write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
-        if len(objects) < PACK_THRESHOLD:
+        # No ref names these objects yet: each is written protected from a concurrent
+        # `git gc --prune=now` (dated ahead, or in a kept pack) until settle().
+        if len(objects) < PACK_THRESHOLD and sum(len(d) for _, _, d in objects) <= LOOSE_BYTES:
+            hold = time.time() + HOLD_SECONDS
             for oid, t, d in objects:
-                packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
+                self._held.append(packfile.loose_path(self.objects_dir, oid))
+                if not packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared, hold=hold):
+                    packfile.hold_loose(self._held[-1], hold)
             return
-        packfile.write_pack(os.path.join(self.objects_dir, "pack"), objects, len(objects))
+        pack_dir = os.path.join(self.objects_dir, "pack")
+        if not self._keeps:  # once per command: what a killed opal left
+            packfile.release_stale_keeps(pack_dir)
+        path = packfile.write_pack(pack_dir, objects, len(objects), keep=True)
+        self._keeps.append(path[: -len(".pack")] + ".keep")
+
+    def _backend_reused(self, oids: list[bytes]) -> None:
+        # Already present, perhaps unreachable (a killed command's): loose ones are
+        # dated ahead as new ones are; packed ones are checked again by secure().
+        hold = time.time() + HOLD_SECONDS
+        for oid in oids:
+            path = packfile.loose_path(self.objects_dir, oid)
+            if packfile.hold_loose(path, hold):
+                self._held.append(path)
+            else:
+                self._reused.append(oid)
+
+    def secure(self) -> None:
+        gone = [p for p in self._held if not os.path.exists(p)]
+        missing = [bytes.fromhex(os.path.basename(os.path.dirname(p)) + os.path.basename(p)) for p in gone]
+        if self._reused:
+            if self.files is not None:
+                self.files.refresh()  # forget packs a gc deleted since they were opened
+            missing += [oid for oid in self._reused if not self._backend_exists(oid)]
+        # A gone loose object may since be in a pack (a gc packed it): that is fine.
+        missing = [oid for oid in missing if not self._backend_exists(oid)]
+        if missing:
+            raise ConflictError(
+                f"{len(missing)} object(s) this command wrote were deleted before it could record them "
+                f"(e.g. {missing[0].hex()[:12]}), by a 'git gc --prune=now' or 'git prune' running meanwhile",
+                hint="nothing was changed; run the command again",
+            )
+
+    def settle(self) -> None:
+        for path in self._held:
+            packfile.hold_loose(path, None)
+        for path in self._keeps:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._held.clear()
+        self._keeps.clear()
+        self._reused.clear()
