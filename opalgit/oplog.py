@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from . import codec
 from .errors import ConflictError, CorruptObjectError, NothingToDoError
-from .refs import OPLOG_REF, Change
+from .refs import OPLOG_REF, Change, MissingObject
 from .repo import Repository
 from .structs import dataclass, field
 
@@ -102,11 +102,18 @@ def apply(
     changes = dict(op.changes)
     changes.update(extra_refs or {})
     changes[OPLOG_REF] = (prev, oid)
-    # Every object the refs will name is protected from a concurrent `git gc` until
-    # they do (store.GitObjectStore._write): check it is all there, move the refs,
-    # then release the protection.
+    # A concurrent `git gc --prune=now` deletes every object no ref names yet, except
+    # in the packs a .keep protects (store.GitObjectStore): write again what it took
+    # before the refs move, once more should git find one missing as they move, and
+    # after, for a gc that decided before they moved.
+    message = f"opal {op.command}: {op.description}"
     store.secure()
-    repo.refs.update(changes, f"opal {op.command}: {op.description}", meanwhile=meanwhile)
+    try:
+        repo.refs.update(changes, message, meanwhile=meanwhile)
+    except MissingObject:
+        store.secure()
+        repo.refs.update(changes, message)
+    store.secure()
     store.settle()
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])

@@ -72,15 +72,13 @@ def write_loose(
     data: bytes,
     *,
     shared: tuple[str, int] | None = None,
-    hold: float | None = None,
 ) -> bool:
     """Write one loose object the way git does; returns False when it existed already.
 
     The file is written under a temporary name beside its final one and renamed, so
     a reader never sees part of an object; like git (by default) and libgit2, it is
     not fsynced: a killed process loses nothing, and the refs that name it are
-    written after it. ``hold``: the modification time to give it (see
-    :func:`hold_loose`).
+    written after it.
     """
     h = oid.hex()
     folder = os.path.join(objects_dir, h[:2])
@@ -101,8 +99,6 @@ def write_loose(
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
         os.chmod(tmp, 0o444)
-        if hold is not None:
-            os.utime(tmp, (hold, hold))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -116,18 +112,11 @@ def loose_path(objects_dir: str, oid: bytes) -> str:
     return os.path.join(objects_dir, h[:2], h[2:])
 
 
-def hold_loose(path: str, until: float | None) -> bool:
-    """Set a loose object's modification time to ``until`` (None: now); False when it
-    is gone (or not ours to touch).
-
-    ``git prune`` deletes an unreachable loose object only when it is older than its
-    expiry, which ``--prune=now`` takes when it starts. An object that a ref is about
-    to name is unreachable until the ref moves, so opal dates it ahead while it is
-    in that state (git itself only freshens it to now, which a prune that started a
-    moment later still removes) and back to now once the ref names it.
-    """
+def freshen_loose(objects_dir: str, oid: bytes) -> bool:
+    """Date a loose object now, as git does when it would write one that exists, so
+    that a gc with an expiry keeps it; False when it is not loose here."""
     try:
-        os.utime(path, None if until is None else (until, until))
+        os.utime(loose_path(objects_dir, oid))
         return True
     except OSError:
         return False
@@ -160,7 +149,7 @@ def release_stale_keeps(pack_dir: str) -> list[str]:
                 words = fh.read(512).split()
         except OSError:
             continue
-        if len(words) < 4 or words[0] != "opal" or not words[1].isdigit() or words[3] != host:
+        if len(words) < 4 or words[0] != "opal" or not words[1].isdigit() or words[3].rstrip(":") != host:
             continue
         pid = int(words[1])
         if pid == os.getpid():

@@ -37,6 +37,10 @@ BRANCH_PREFIX = "refs/opal/heads/"
 OPLOG_REF = "refs/opal/oplog"
 REMOTE_PREFIX = "refs/opal/remotes/"
 
+class MissingObject(ConflictError):
+    """git refused a ref update: the object it would name is not in the repository."""
+
+
 class _LeaveToLibgit2(Exception):
     """A ref file this module does not read itself (libgit2 will)."""
 
@@ -356,6 +360,12 @@ def _update_error(stderr: str, names: list[str]) -> Exception:
         return ConflictError(
             f"{_short_ref(bad)} changed while this command ran",
             hint="another opal process updated it; run the command again",
+        )
+    missing = re.search(r"trying to write ref '([^']+)' with nonexistent object ([0-9a-f]+)", err)
+    if missing is not None:
+        return MissingObject(
+            f"{_short_ref(missing.group(1))} would name object {missing.group(2)[:12]}, which is not in the repository",
+            hint="nothing was changed; a 'git gc --prune=now' running meanwhile deleted it: run the command again",
         )
     held = re.search(r"'([^']+\.lock)'[^']*: File exists", err)
     failed = re.search(r"(?:Unable to create|failed to (?:lock|write) file|couldn't write) '([^']+)'(?: for writing)?(?::? ?(.*))?",

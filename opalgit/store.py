@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 #: objects, above it one pack.
 PACK_THRESHOLD = 64
 LOOSE_BYTES = 1 << 20
-#: How far ahead a loose object that no ref names yet is dated, so that a concurrent
-#: ``git gc --prune=now`` leaves it (see :func:`packfile.hold_loose`); dated back to
-#: now once a ref names it, or the command gives it up.
-HOLD_SECONDS = 3600
+#: Bytes of flushed objects kept in memory until the refs name them, so that what a
+#: concurrent ``git gc --prune=now`` deletes meanwhile can be written again (see
+#: :meth:`GitObjectStore.secure`); packs need none (they are kept by a ``.keep``).
+RETAIN_BYTES = 8 << 20
 #: A store flushes by itself once this many bytes are buffered (bounds memory).
 FLUSH_BYTES = 8 * 1024 * 1024
 #: Decoded trees kept per store (a leaf tree is a few hundred bytes).
@@ -209,8 +209,9 @@ class ObjectStore:
         self._pending_bytes = 0
 
     def secure(self) -> None:
-        """Before refs are pointed at what was flushed: check that it is all still
-        there (raise :class:`ConflictError` if not: nothing has been changed)."""
+        """Before refs are pointed at what was flushed (and right after): check that
+        it is all still there, and write again what was deleted meanwhile; raise
+        :class:`ConflictError` for what cannot be (nothing has been changed)."""
 
     def settle(self) -> None:
         """After refs name what was flushed (or the command gave it up): release what
@@ -314,12 +315,15 @@ class GitObjectStore(ObjectStore):
             self.files = odb.FileObjectDatabase(objects_dir)
         except odb.Unsupported:
             self.files = None
-        # What a concurrent `git gc --prune=now` must not delete before the refs move
-        # (docs/reliability.md): loose objects dated ahead, the .keep files of new
-        # packs, and objects a flush found already present (checked by secure()).
-        self._held: list[str] = []
+        # What a concurrent `git gc --prune=now` may delete before the refs name it
+        # (docs/reliability.md): the .keep files of new packs (which gc honours), and
+        # the loose or already present objects flushed since, with their bytes while
+        # they fit in RETAIN_BYTES (to write them again), else their ids.
         self._keeps: list[str] = []
-        self._reused: list[bytes] = []
+        self._retained: dict[bytes, tuple[int, bytes]] = {}
+        self._retained_bytes = 0
+        self._watched: list[bytes] = []
+        self._released = False
 
     @property
     def repo(self) -> "pygit2.Repository":
@@ -371,56 +375,61 @@ class GitObjectStore(ObjectStore):
         self._write(objects)
 
     def _write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
-        # No ref names these objects yet: each is written protected from a concurrent
-        # `git gc --prune=now` (dated ahead, or in a kept pack) until settle().
         if len(objects) < PACK_THRESHOLD and sum(len(d) for _, _, d in objects) <= LOOSE_BYTES:
-            hold = time.time() + HOLD_SECONDS
             for oid, t, d in objects:
-                self._held.append(packfile.loose_path(self.objects_dir, oid))
-                if not packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared, hold=hold):
-                    packfile.hold_loose(self._held[-1], hold)
+                packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
+            self._watch(objects)
             return
         pack_dir = os.path.join(self.objects_dir, "pack")
-        if not self._keeps:  # once per command: what a killed opal left
-            packfile.release_stale_keeps(pack_dir)
+        # No ref names these objects yet: the pack is kept (git gc neither deletes it
+        # nor drops its unreachable objects) until settle().
         path = packfile.write_pack(pack_dir, objects, len(objects), keep=True)
         self._keeps.append(path[: -len(".pack")] + ".keep")
 
     def _backend_reused(self, oids: list[bytes]) -> None:
-        # Already present, perhaps unreachable (a killed command's): loose ones are
-        # dated ahead as new ones are; packed ones are checked again by secure().
-        hold = time.time() + HOLD_SECONDS
+        # Present already, but perhaps unreachable (a killed command's objects): a gc
+        # may delete them before the refs name them, as it may new loose objects.
+        # Freshened as git does, so that an old one survives a gc with an expiry.
         for oid in oids:
-            path = packfile.loose_path(self.objects_dir, oid)
-            if packfile.hold_loose(path, hold):
-                self._held.append(path)
+            packfile.freshen_loose(self.objects_dir, oid)
+        self._watch([(oid, *self._pending[oid]) for oid in oids])
+
+    def _watch(self, objects: list[tuple[bytes, int, bytes]]) -> None:
+        for oid, t, d in objects:
+            if self._retained_bytes + len(d) <= RETAIN_BYTES:
+                self._retained[oid] = (t, d)
+                self._retained_bytes += len(d)
             else:
-                self._reused.append(oid)
+                self._watched.append(oid)
 
     def secure(self) -> None:
-        gone = [p for p in self._held if not os.path.exists(p)]
-        missing = [bytes.fromhex(os.path.basename(os.path.dirname(p)) + os.path.basename(p)) for p in gone]
-        if self._reused:
-            if self.files is not None:
-                self.files.refresh()  # forget packs a gc deleted since they were opened
-            missing += [oid for oid in self._reused if not self._backend_exists(oid)]
-        # A gone loose object may since be in a pack (a gc packed it): that is fine.
-        missing = [oid for oid in missing if not self._backend_exists(oid)]
-        if missing:
+        if not (self._retained or self._watched):
+            return
+        if self.files is not None:
+            self.files.refresh()  # forget packs a gc deleted since they were opened
+        for oid, (t, d) in self._retained.items():
+            if not self._backend_exists(oid):
+                packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
+        lost = [oid for oid in self._watched if not self._backend_exists(oid)]
+        if lost:
             raise ConflictError(
-                f"{len(missing)} object(s) this command wrote were deleted before it could record them "
-                f"(e.g. {missing[0].hex()[:12]}), by a 'git gc --prune=now' or 'git prune' running meanwhile",
+                f"{len(lost)} object(s) this command was about to record were deleted meanwhile "
+                f"(e.g. {lost[0].hex()[:12]}), by a 'git gc --prune=now' or 'git prune' running at the same time",
                 hint="nothing was changed; run the command again",
             )
 
     def settle(self) -> None:
-        for path in self._held:
-            packfile.hold_loose(path, None)
+        if self._keeps or self._retained or self._watched:
+            # What a killed opal left (once per command that wrote something).
+            if not self._released:
+                self._released = True
+                packfile.release_stale_keeps(os.path.join(self.objects_dir, "pack"))
         for path in self._keeps:
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-        self._held.clear()
         self._keeps.clear()
-        self._reused.clear()
+        self._retained.clear()
+        self._retained_bytes = 0
+        self._watched.clear()

@@ -151,3 +151,150 @@ def test_cli_reports_disk_full_in_one_line(project, home, tmp_path):
     assert proc.returncode == 1
     assert "No space left on device" in err and "Traceback" not in err
     assert len([l for l in err.splitlines() if l.startswith("opal: error")]) == 1
+
+
+# ------------------------------------------------------------------ git gc during a command
+
+# Loaded by the opal process under test (PYTHONPATH): it stops right before the ref
+# update, once its objects are written, until the test says go. Test-only: nothing
+# in opal reads OPAL_TEST_PAUSE.
+PAUSE_HOOK = """
+import os, time
+import opalgit.refs as refs, opalgit.store as store
+def pausing(cls, name):
+    if not hasattr(cls, name):
+        return
+    original = getattr(cls, name)
+    def wrapper(self, *args, **kwargs):
+        flag = os.environ.get("OPAL_TEST_PAUSE")
+        if flag and os.environ.get("OPAL_TEST_PAUSE_AT") == name and not os.path.exists(flag + ".ready"):
+            open(flag + ".ready", "w").close()
+            deadline = time.monotonic() + 120
+            while not os.path.exists(flag + ".go") and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return original(self, *args, **kwargs)
+    setattr(cls, name, wrapper)
+pausing(refs.RefStore, "update")
+pausing(store.GitObjectStore, "secure")
+if os.environ.get("OPAL_TEST_PACK_THRESHOLD"):  # packs from fewer objects: a small test
+    store.PACK_THRESHOLD = int(os.environ["OPAL_TEST_PACK_THRESHOLD"])
+"""
+
+
+def paused(command, project, env, tmp_path, at="update"):
+    """Start ``opal COMMAND``, stopped right before its ref update (``at="update"``) or
+    before it checks its objects first (``"secure"``); returns (process, go) where
+    go() lets it finish."""
+    hook = tmp_path / "pausehook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(PAUSE_HOOK)
+    flag = str(tmp_path / "pause")
+    for suffix in (".ready", ".go"):
+        if os.path.exists(flag + suffix):
+            os.unlink(flag + suffix)
+    env = dict(env, OPAL_TEST_PAUSE=flag, OPAL_TEST_PAUSE_AT=at, PYTHONPATH=str(hook) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = spawn(command, project, env)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(flag + ".ready"):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the command never reached its ref update"
+        time.sleep(0.02)
+    return proc, lambda: open(flag + ".go", "w").close()
+
+
+@pytest.mark.parametrize("at", ["secure", "update"])
+@pytest.mark.parametrize("size", ["few objects (loose)", "many objects (a pack)"])
+def test_git_gc_prune_now_during_a_commit_loses_nothing(project, home, tmp_path, size, at):
+    """A real gc while the commit's objects are written and no ref names them yet:
+    before opal checks them (it writes again what gc deleted), and between that check
+    and the ref update (git refuses to name a missing object; opal writes it again
+    and retries). Packs are kept by a .keep all along."""
+    env = dict(os.environ, HOME=str(home))
+    porcelain.init(str(project))
+    data = open(BIG, "rb").read().splitlines(keepends=True)
+    few = size.startswith("few")
+    path = place(home, project, source=BIG, lines=200 if few else None)
+    if not few:
+        env["OPAL_TEST_PACK_THRESHOLD"] = "8"
+    if few:
+        assert spawn(["commit"], project, env).wait(timeout=120) == 0
+        with open(path, "ab") as fh:
+            fh.writelines(data[200:203])  # an incremental commit: a dozen loose objects
+    proc, go = paused(["commit"], project, env, tmp_path, at)
+    pack_dir = os.path.join(str(project), ".git", "objects", "pack")
+    kept = [n for n in os.listdir(pack_dir) if n.endswith(".keep")]
+    assert len(kept) == (0 if few else 1)
+    # A real gc, as a user or git's maintenance would run it, while opal's new objects
+    # are written and no ref names them yet.
+    git("gc", "--prune=now", "--quiet", cwd=str(project))
+    git("prune", "--expire=now", cwd=str(project))
+    go()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    for ref in ("refs/opal/heads/main", "refs/opal/oplog"):
+        assert git("cat-file", "-e", ref + "^{commit}", cwd=str(project), check=False).returncode == 0, ref
+    assert_valid(project)
+    # Nothing of the protection is left behind.
+    assert not [n for n in os.listdir(pack_dir) if n.endswith(".keep")]
+    # And the next gc keeps it all: the refs name it now.
+    git("gc", "--prune=now", "--quiet", cwd=str(project))
+    assert_valid(project)
+    repo = Repository.discover(str(project))
+    st = porcelain.load_state(repo, repo.refs.get("refs/opal/heads/main"))
+    assert st.header.items == (203 if few else 438)
+
+
+def test_a_killed_commit_leaves_a_keep_the_next_one_releases(project, home, tmp_path):
+    """While no ref names its new pack, the pack has a .keep naming the command's
+    PID (git gc keeps it); killed then, the next command deletes that .keep, and
+    git gc may then remove the unreachable pack."""
+    env = dict(os.environ, HOME=str(home))
+    porcelain.init(str(project))
+    place(home, project, source=BIG)
+    env["OPAL_TEST_PACK_THRESHOLD"] = "8"
+    proc, _go = paused(["commit"], project, env, tmp_path)
+    pack_dir = os.path.join(str(project), ".git", "objects", "pack")
+    keeps = [n for n in os.listdir(pack_dir) if n.endswith(".keep")]
+    assert len(keeps) == 1
+    note = open(os.path.join(pack_dir, keeps[0])).read()
+    assert note.startswith(f"opal {proc.pid} on ")
+    proc.kill()
+    proc.wait()
+    out, err = spawn(["commit"], project, env).communicate(timeout=120)
+    assert "Traceback" not in err
+    assert not [n for n in os.listdir(pack_dir) if n.endswith(".keep")]
+    assert_valid(project)
+
+
+def test_fsck_says_how_to_repair_refs_an_older_opal_left_at_missing_objects(project, home):
+    """What an older opal left when `git gc --prune=now` ran during a commit: the
+    branch and the operation log name commits that gc deleted. fsck names each and
+    the `git update-ref` that puts it back to its last value still present; after
+    those, the repository is valid and the next commit records the turns again."""
+    env = dict(os.environ, HOME=str(home))
+    porcelain.init(str(project))
+    data = open(BIG, "rb").read().splitlines(keepends=True)
+    path = place(home, project, source=BIG, lines=100)
+    assert spawn(["commit"], project, env).wait(timeout=120) == 0
+    good = git("rev-parse", "refs/opal/heads/main", "refs/opal/oplog", cwd=str(project)).stdout.split()
+    git("gc", "--quiet", cwd=str(project))  # the good states are packed, as a gc had left them
+    with open(path, "ab") as fh:
+        fh.writelines(data[100:110])
+    assert spawn(["commit"], project, env).wait(timeout=120) == 0
+    lost = git("rev-parse", "refs/opal/heads/main", "refs/opal/oplog", cwd=str(project)).stdout.split()
+    for oid in lost:  # what the gc deleted before the refs named them
+        os.unlink(os.path.join(str(project), ".git", "objects", oid[:2], oid[2:]))
+    proc = spawn(["fsck"], project, env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 7 and "Traceback" not in err
+    fixes = [line.split("to repair: ", 1)[1].split(", then")[0] for line in out.splitlines() if "to repair: " in line]
+    assert sorted(fixes) == sorted([
+        f"git update-ref refs/opal/heads/main {good[0]} {lost[0]}",
+        f"git update-ref refs/opal/oplog {good[1]} {lost[1]}",
+    ])
+    for fix in fixes:
+        git(*fix.split()[1:], cwd=str(project))
+    assert_valid(project)
+    out, err = spawn(["commit"], project, env).communicate(timeout=120)
+    assert "10 new turns" in out or "new turn" in out, err
+    assert_valid(project)
