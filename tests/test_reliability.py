@@ -298,3 +298,99 @@ def test_fsck_says_how_to_repair_refs_an_older_opal_left_at_missing_objects(proj
     out, err = spawn(["commit"], project, env).communicate(timeout=120)
     assert "10 new turns" in out or "new turn" in out, err
     assert_valid(project)
+
+
+# ------------------------------------------------------------------ decompression bombs
+
+
+def zstd_bomb(size: int) -> bytes:
+    """A zstd frame that claims ``size`` bytes and inflates to them, in about
+    ``size / 32768`` bytes: 128 KiB run-length blocks of 4 bytes each (2 GiB: 64 KiB)."""
+    import struct
+
+    block = 128 * 1024
+    n, rest = divmod(size, block)
+    sizes = [block] * n + ([rest] if rest else [])
+    out = [b"\x28\xb5\x2f\xfd\xe0" + struct.pack("<Q", size)]  # single segment, 8-byte content size
+    for i, sz in enumerate(sizes):
+        header = (1 if i == len(sizes) - 1 else 0) | (1 << 1) | (sz << 3)  # last?, RLE, size
+        out.append(struct.pack("<I", header)[:3] + b"\x00")
+    return b"".join(out)
+
+
+def _object(bare: str, data: bytes) -> str:
+    return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=bare, input=data, capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def _tree(bare: str, entries: list[tuple[str, str, str, str]]) -> str:
+    text = "".join(f"{mode} {kind} {oid}\t{name}\n" for mode, kind, oid, name in entries)
+    return subprocess.run(["git", "mktree"], cwd=bare, input=text, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+MEASURE = """
+import resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stdout.write(proc.stdout)
+sys.stderr.write(proc.stderr)
+peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(f"PEAK_KIB={peak_kib}", file=sys.stderr)
+sys.exit(proc.returncode)
+"""
+
+
+def measured(args, cwd, env):
+    """Run ``opal ARGS`` in a child of a fresh process: (exit code, stdout, stderr,
+    the opal process's peak resident memory in MiB). The child's address space is
+    limited, so that a failure to bound shows as an error, not as 4 GB taken from
+    the machine."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    proc = subprocess.run([sys.executable, "-c", MEASURE, sys.executable, "-m", "opalgit", *args], cwd=str(cwd),
+                          env=env, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    peak = int(proc.stderr.rsplit("PEAK_KIB=", 1)[1].split()[0]) // 1024
+    return proc.returncode, proc.stdout, proc.stderr, peak
+
+
+def test_a_decompression_bomb_from_a_remote_is_refused_with_bounded_memory(tmp_path, home):
+    """A hostile remote ships state branches whose header, or whose leaf, is a 64 KiB
+    zstd frame that inflates to 2 GiB. After a real fetch over file://, `opal log`
+    and `opal fsck` refuse each one in one line, and stay within a few hundred MB."""
+    from tests.test_remote import clone, make_remote
+
+    env = dict(os.environ, HOME=str(home))
+    bare = make_remote(tmp_path)
+    a = clone(tmp_path, bare, "a")
+    place(home, a, source=BIG, lines=60)
+    assert spawn(["commit"], a, env).wait(timeout=120) == 0
+    assert spawn(["push"], a, env).wait(timeout=120) == 0
+    good = git("rev-parse", "refs/opal/heads/main", cwd=bare).stdout.strip()
+    entries = {line.split("\t")[1]: line.split("\t")[0].split() for line in
+               git("ls-tree", good, cwd=bare).stdout.splitlines()}
+    bomb = _object(bare, b"OPZ1" + zstd_bomb(2 << 30))
+    assert len(bomb) == 40
+    x = _tree(bare, [("100644", "blob", bomb, "opal"), (*entries["turns"], "turns")])
+    leaf = _tree(bare, [("100644", "blob", bomb, "leaf")])
+    y = _tree(bare, [(*entries["opal"], "opal"), ("040000", "tree", leaf, "turns")])
+    for branch, tree in (("x", x), ("y", y)):
+        commit = git("commit-tree", tree, "-p", good, "-m", "hostile", cwd=bare).stdout.strip()
+        git("update-ref", f"refs/opal/heads/{branch}", commit, cwd=bare)
+
+    b = clone(tmp_path, bare, "b")
+    out, err = spawn(["fetch"], b, env).communicate(timeout=120)
+    assert "Traceback" not in err
+    code, out, err, peak = measured(["log", "origin/x"], b, env)
+    assert code == 7, err
+    assert "claims 2,147,483,648 bytes" in err and "internal error" not in err
+    assert peak < 400, f"opal log took {peak} MiB"
+    code, out, err, peak = measured(["fsck"], b, env)
+    assert code == 7, err
+    problems = [line for line in out.splitlines() if line.startswith("problem")]
+    assert any("origin/x" in p and "claims 2,147,483,648 bytes" in p for p in problems), out
+    assert any("origin/y" in p and "claims 2,147,483,648 bytes" in p for p in problems), out
+    assert peak < 400, f"opal fsck took {peak} MiB"
+    print(f"decompression bomb: opal log and opal fsck refused it, peak {peak} MiB")
