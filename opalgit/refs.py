@@ -305,7 +305,7 @@ class RefStore:
             ["update-ref", "-m", message.replace("\n", " "), "--stdin"],
             input="\n".join(lines) + "\n",
             pass_fds=(self.lock_fd,) if self.lock_fd is not None else (),
-            own_session=True,
+            detach=True,
         )
         try:
             if meanwhile is not None:

@@ -394,3 +394,61 @@ def test_a_decompression_bomb_from_a_remote_is_refused_with_bounded_memory(tmp_p
     assert any("origin/y" in p and "claims 2,147,483,648 bytes" in p for p in problems), out
     assert peak < 400, f"opal fsck took {peak} MiB"
     print(f"decompression bomb: opal log and opal fsck refused it, peak {peak} MiB")
+
+
+# ------------------------------------------------------------------ what outlives a killed commit
+
+# git runs this hook while it holds the locks of a ref transaction it has prepared:
+# a real pause inside `git update-ref`, for opal to be killed at.
+SLOW_TRANSACTION = """#!/bin/sh
+cat >/dev/null
+if [ "$1" = prepared ] && [ -n "$OPAL_TEST_FLAG" ] && [ ! -e "$OPAL_TEST_FLAG" ]; then
+    touch "$OPAL_TEST_FLAG"
+    sleep 8
+fi
+"""
+
+
+@pytest.mark.parametrize("kill", ["opal", "its process group"])
+def test_a_commit_killed_during_its_ref_transaction_breaks_nothing(project, home, tmp_path, kill):
+    """opal killed while git holds the ref locks: git (in a session of its own, holding
+    the repository lock it inherited) finishes first, and the next commit, started at
+    once, waits for it instead of failing on its locks or its refs; no .lock is left.
+    Before, a kill of the group left refs/opal/heads/main.lock behind and every later
+    commit failed; a kill of opal alone let the next commit read the refs mid-update."""
+    env = dict(os.environ, HOME=str(home))
+    porcelain.init(str(project))
+    data = open(BIG, "rb").read().splitlines(keepends=True)
+    path = place(home, project, source=BIG, lines=100)
+    assert spawn(["commit"], project, env).wait(timeout=120) == 0
+    hooks = tmp_path / "githooks"
+    hooks.mkdir()
+    (hooks / "reference-transaction").write_text(SLOW_TRANSACTION)
+    os.chmod(hooks / "reference-transaction", 0o755)
+    git("config", "core.hooksPath", str(hooks), cwd=str(project))
+    flag = tmp_path / "in-transaction"
+    with open(path, "ab") as fh:
+        fh.writelines(data[100:110])
+    proc = subprocess.Popen([sys.executable, "-m", "opalgit", "commit"], cwd=str(project),
+                            env=dict(env, OPAL_TEST_FLAG=str(flag)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    if kill == "opal":
+        proc.kill()
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open(path, "ab") as fh:
+        fh.writelines(data[110:120])
+    out, err = spawn(["commit"], project, env).communicate(timeout=120)
+    assert "Traceback" not in err
+    assert "new turn" in out, err
+    git("config", "--unset", "core.hooksPath", cwd=str(project))
+    refs_dir = os.path.join(str(project), ".git", "refs")
+    assert not [f for _, _, fs in os.walk(refs_dir) for f in fs if f.endswith(".lock")]
+    assert_valid(project)
+    repo = Repository.discover(str(project))
+    assert porcelain.load_state(repo, repo.refs.get("refs/opal/heads/main")).header.items == 120
