@@ -218,7 +218,8 @@ def _repairs(repo: Repository, broken: dict[str, bytes]) -> dict[str, str]:
                         break
                 if name in op.changes:
                     old, new = op.changes[name]
-                    good = next((v for v in (new, old) if v is not None and v != missing and repo.store.exists(v)), None)
+                    present = [v for v in (new, old) if v is not None and v != missing and repo.store.exists(v)]
+                    good = present[0] if present else None
                     break
                 at = op.parent
         if good is not None:

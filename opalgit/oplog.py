@@ -113,7 +113,7 @@ def apply(
     except MissingObject:
         store.secure()
         repo.refs.update(changes, message)
-    store.secure()
+    store.secure(moved=True)
     store.settle()
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])
@@ -143,7 +143,8 @@ def read(repo: Repository, oid: bytes) -> Operation:
     if OP_BLOB not in entries:
         raise CorruptObjectError(f"operation {oid.hex()[:12]} has no op blob")
     parent = commit.parents[0] if commit.parents else None
-    data = codec.unframe(repo.store.read_blob(entries[OP_BLOB]), limit=codec.MAX_HEADER_SIZE, what=f"operation {oid.hex()[:12]}")
+    blob = repo.store.read_blob(entries[OP_BLOB])
+    data = codec.unframe(blob, limit=codec.MAX_HEADER_SIZE, what=f"operation {oid.hex()[:12]}")
     return Operation.decode(oid, parent, data)
 
 

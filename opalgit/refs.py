@@ -368,9 +368,13 @@ def _update_error(stderr: str, names: list[str]) -> Exception:
             hint="nothing was changed; a 'git gc --prune=now' running meanwhile deleted it: run the command again",
         )
     held = re.search(r"'([^']+\.lock)'[^']*: File exists", err)
-    failed = re.search(r"(?:Unable to create|failed to (?:lock|write) file|couldn't write) '([^']+)'(?: for writing)?(?::? ?(.*))?",
-                       err, re.IGNORECASE)
-    if held is None and failed is not None and failed.group(1).endswith(".lock") and not (failed.group(2) or "").strip():
+    failed = re.search(
+        r"(?:Unable to create|failed to (?:lock|write) file|couldn't write) '([^']+)'(?: for writing)?(?::? ?(.*))?",
+        err,
+        re.IGNORECASE,
+    )
+    bare = failed is not None and not (failed.group(2) or "").strip()
+    if held is None and failed is not None and failed.group(1).endswith(".lock") and bare:
         # libgit2 says only "failed to lock file '...lock' for writing": held if it is there.
         held = failed if os.path.exists(failed.group(1)) else None
     if held is not None:

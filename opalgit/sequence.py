@@ -455,7 +455,8 @@ def _leaf_parts(store: ObjectStore, oid: bytes) -> tuple[bytes, int, dict[bytes,
     base_body, base_depth, _ = _leaf_parts(store, base)
     if base_depth != depth - 1:
         raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} says depth {depth}, its base has {base_depth}")
-    body = codec.decompress(memoryview(data)[5:], what=f"delta leaf {oid.hex()[:12]}", dictionary=codec.raw_dict(base_body))
+    what = f"delta leaf {oid.hex()[:12]}"
+    body = codec.decompress(memoryview(data)[5:], what=what, dictionary=codec.raw_dict(base_body))
     return body, depth, payload_oids
 
 

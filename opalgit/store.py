@@ -208,10 +208,11 @@ class ObjectStore:
         self._pending.clear()
         self._pending_bytes = 0
 
-    def secure(self) -> None:
-        """Before refs are pointed at what was flushed (and right after): check that
-        it is all still there, and write again what was deleted meanwhile; raise
-        :class:`ConflictError` for what cannot be (nothing has been changed)."""
+    def secure(self, *, moved: bool = False) -> None:
+        """Before refs are pointed at what was flushed (and right after, ``moved``):
+        check that it is all still there, and write again what was deleted meanwhile;
+        before, raise :class:`ConflictError` for what cannot be (nothing has been
+        changed)."""
 
     def settle(self) -> None:
         """After refs name what was flushed (or the command gave it up): release what
@@ -402,7 +403,7 @@ class GitObjectStore(ObjectStore):
             else:
                 self._watched.append(oid)
 
-    def secure(self) -> None:
+    def secure(self, *, moved: bool = False) -> None:
         if not (self._retained or self._watched):
             return
         if self.files is not None:
@@ -410,6 +411,8 @@ class GitObjectStore(ObjectStore):
         for oid, (t, d) in self._retained.items():
             if not self._backend_exists(oid):
                 packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
+        if moved:  # the refs name them now: a later gc keeps them
+            return
         lost = [oid for oid in self._watched if not self._backend_exists(oid)]
         if lost:
             raise ConflictError(
