@@ -512,12 +512,16 @@ def test_kill_minus_9_with_both_cores_busy_never_breaks_the_repository(project, 
             data = open(source, "rb").read().splitlines(keepends=True)
             path = place(runhome, proj, source=source, lines=len(data) // 2)
             cursor = len(data) // 2
+            started = time.monotonic()
             first = subprocess.run([sys.executable, "-m", "opalgit", "commit"], cwd=str(proj), env=env,
                                    capture_output=True, text=True, timeout=600)
             assert first.returncode == 0, first.stderr
-            took = [1.0]
+            # Kill moments are spread over how long a commit takes here, measured as
+            # the test goes (a full import first, then the commits it lets finish:
+            # every fourth, which must then succeed after the kills before it).
+            took = [time.monotonic() - started]
             committed: set[str] = set()
-            for _ in range(rounds):
+            for r in range(rounds):
                 grow = rng.randint(5, max(6, len(data) // (2 * rounds)))
                 with open(path, "ab") as fh:
                     fh.writelines(data[cursor : cursor + grow])
@@ -527,10 +531,11 @@ def test_kill_minus_9_with_both_cores_busy_never_breaks_the_repository(project, 
                 proc = subprocess.Popen([sys.executable, "-m", "opalgit", "commit"], cwd=str(proj), env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                         start_new_session=group)
-                time.sleep(rng.uniform(0.0, 1.3) * sorted(took)[len(took) // 2])
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL) if group else proc.kill()
-                    kills += 1
+                if r % 4 != 3:
+                    time.sleep(rng.uniform(0.0, 1.3) * sorted(took)[len(took) // 2])
+                    if proc.poll() is None:
+                        os.killpg(proc.pid, signal.SIGKILL) if group else proc.kill()
+                        kills += 1
                 out, err = proc.communicate(timeout=300)
                 assert "Traceback" not in err
                 if proc.returncode != -signal.SIGKILL:
