@@ -469,18 +469,15 @@ def _leaf_parts(store: ObjectStore, oid: bytes) -> tuple[bytes, int, dict[bytes,
     if data[:4] != MAGIC_DELTA:
         if base is not None:
             raise CorruptObjectError(f"leaf {oid.hex()[:12]} names a base but is not a delta")
-        return codec.unframe(data), 0, payload_oids
+        return codec.unframe(data, what=f"leaf {oid.hex()[:12]}"), 0, payload_oids
     depth = data[4] if len(data) > 4 else 0
     if base is None or not 1 <= depth <= MAX_LEAF_DEPTH:
         raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} has no base or a bad depth")
     base_body, base_depth, _ = _leaf_parts(store, base)
     if base_depth != depth - 1:
         raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} says depth {depth}, its base has {base_depth}")
-    try:
-        d = codec.zstandard.ZstdDecompressor(dict_data=codec.raw_dict(base_body))
-        body = d.decompress(data[5:], max_output_size=codec.MAX_OBJECT_SIZE)
-    except codec.zstandard.ZstdError as exc:
-        raise CorruptObjectError(f"delta leaf {oid.hex()[:12]} does not decompress: {exc}") from None
+    what = f"delta leaf {oid.hex()[:12]}"
+    body = codec.decompress(memoryview(data)[5:], what=what, dictionary=codec.raw_dict(base_body))
     return body, depth, payload_oids
 
 

@@ -46,7 +46,8 @@ def load_state(repo: Repository, oid: bytes) -> State:
     entries = {name: (is_tree, child) for name, is_tree, child in repo.store.read_tree(commit.tree)}
     if STATE_BLOB not in entries:
         raise RevisionError(f"{oid.hex()[:12]} is not an opal state commit")
-    header = StateHeader.decode(codec.unframe(repo.store.read_blob(entries[STATE_BLOB][1])))
+    header = StateHeader.decode(codec.unframe(repo.store.read_blob(entries[STATE_BLOB][1]), limit=codec.MAX_HEADER_SIZE,
+                                             what=f"the state header of {oid.hex()[:12]}"))
     root = None
     if TURNS_TREE in entries:
         root = Node(entries[TURNS_TREE][1], header.items, header.turns)
@@ -72,7 +73,7 @@ def write_state(
     header, message = redaction.redact_header(repo, header, message)
     if packs is None and parents:
         packs = load_state(repo, parents[0]).packs
-    entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
+    entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode(), limit=codec.MAX_HEADER_SIZE)))]
     if root is not None:
         entries.append((TURNS_TREE, True, root.oid))
     if packs is not None:
