@@ -201,6 +201,19 @@ def test_history_of_gemini_shape_and_duplicate_results():
     assert isinstance(history_of(body, "gemini")[0], Item)
 
 
+def test_history_of_gemini_collapses_a_replayed_group_of_parallel_results():
+    """Gemini 0.61 replays a reply's whole group of results (r1 r2 r1 r2), not
+    each result twice in a row; two different results are never merged."""
+    def fr(i, out):
+        return {"functionResponse": {"id": i, "name": "read_file", "response": {"output": out}}}
+    calls = [{"functionCall": {"id": i, "name": "read_file", "args": {}}} for i in ("r1", "r2")]
+    body = {"contents": [{"role": "user", "parts": [{"text": "P1"}]}, {"role": "model", "parts": calls},
+                         {"role": "user", "parts": [fr("r1", "a"), fr("r2", "b"), fr("r1", "a"), fr("r2", "b")]}]}
+    assert [i[1] for i in history_of(body, "gemini") if i[0] == "tool_result"] == ["r1", "r2"]
+    body["contents"][2]["parts"] = [fr("r1", "a"), fr("r2", "b"), fr("r1", "a"), fr("r2", "c")]
+    assert len(history_of(body, "gemini")) == 7
+
+
 # ---------------------------------------------------------------------------
 # the real clients
 
