@@ -72,6 +72,12 @@ __all__ = [
     "missing_reason",
     "write_codex_config",
     "mock_for",
+    "Turn",
+    "Scenario",
+    "ScenarioRun",
+    "run_scenario",
+    "scenarios",
+    "gemini_settings",
 ]
 
 REPO = Path(__file__).resolve().parents[2]

@@ -57,6 +57,7 @@ def generate(client: str, name: str) -> Path:
         if client == "claude" and side.is_dir():
             shutil.copytree(side, out / side.name)
         last = run.server.model_requests[-1]
+        history = history_of(last.body, client)
         expected = {
             "client": client,
             "version": harness.PINNED[client][1],
@@ -68,7 +69,9 @@ def generate(client: str, name: str) -> Path:
             "prompts": [t.prompt for t in sc.turns],
             "model_requests": len(run.server.model_requests),
             "final_answer": _final_text(run),
-            "history": [list(i) for i in history_of(last.body, client)],
+            "history": [list(i) for i in history],
+            # the id of each tool_call in ``history``, in order (results carry theirs)
+            "call_ids": [i.call_id for i in history if i[0] == "tool_call"],
         }
         (out / "expected.json").write_text(json.dumps(expected, indent=1, ensure_ascii=False) + "\n")
         print(f"{client}:{name}: {run.path.name} ({run.path.stat().st_size} bytes, "
@@ -90,7 +93,7 @@ Nothing in these files is edited by hand. Each folder holds what the client wrot
 also the `<session>/` side folder with `subagents/agent-*.jsonl` and `.meta.json`) and
 `expected.json`: the client, its version, the prompts, the final answer, and `history`, the
 conversation the client itself sent the model in its last request
-(`tests.clients.history.history_of`), which `tests/clients/test_structured_sessions.py` compares
+(`tests.clients.history.history_of`; `call_ids` names each call's id), which `tests/clients/test_structured_sessions.py` compares
 a resumed export against.
 
 | file | client | made by the script | bytes | model requests |

@@ -81,7 +81,7 @@ def test_fixture_holds_its_structure(client, scenario):
     exp = _expected(client, scenario)
     text = exp["path"].read_text()
     assert exp["client"] == client and exp["version"] == harness.PINNED[client][1]
-    hist = exp["history"]
+    hist = _want(exp)[:-2]
     if scenario == "parallel":
         assert _runs_of_calls(hist) == [3, 2], hist
     if scenario == "subagent":
@@ -155,21 +155,44 @@ def _norm(items, paths) -> list[tuple]:
     return out
 
 
+def _squash(text) -> str:
+    return " ".join(str(text).split())[:60]
+
+
 def _shape(items) -> list[tuple]:
-    """Across agents: prompts, answers and result texts; calls by position."""
-    out = []
-    for it in items:
+    """Across agents: prompts, answers and calls by position, each run of
+    results as a set (Claude sends a reply's results in the order the tools
+    finished, the others in call order: either is the client's own form)."""
+    out, run = [], []
+    for it in list(items) + [("end",)]:
+        if it[0] == "tool_result":
+            run.append(("tool_result", _squash(it[2])))
+            continue
+        out.extend(sorted(run))
+        run = []
         if it[0] in ("user", "assistant"):
             out.append((it[0], " ".join(str(it[1]).split())))
         elif it[0] == "tool_call":
             out.append(("tool_call",))
-        else:
-            out.append(("tool_result", " ".join(str(it[2]).split())[:60]))
     return out
 
 
+def _results_by_call(items) -> list[str]:
+    """Each call's result text, in call order (paired by call id when every id is unique)."""
+    calls = [i for i in items if i[0] == "tool_call"]
+    results = [i for i in items if i[0] == "tool_result"]
+    ids = [getattr(c, "call_id", None) for c in calls]
+    if all(ids) and len(set(ids)) == len(ids):
+        by_id = {r[1]: _squash(r[2]) for r in results}
+        return [by_id.get(i, "<no result>") for i in ids]
+    return [_squash(r[2]) for r in results]
+
+
 def _want(exp: dict) -> list[Item]:
-    return [Item(*h) for h in exp["history"]] + [Item("assistant", exp["final_answer"]), Item("user", NEW_PROMPT)]
+    ids = iter(exp["call_ids"])
+    items = [Item(*h, call_id=next(ids) if h[0] == "tool_call" else (h[1] if h[0] == "tool_result" else None))
+             for h in exp["history"]]
+    return items + [Item("assistant", exp["final_answer"]), Item("user", NEW_PROMPT)]
 
 
 def _check_resume(exp: dict, target: str, report: dict, root, got) -> None:
@@ -182,6 +205,7 @@ def _check_resume(exp: dict, target: str, report: dict, root, got) -> None:
         assert _norm(got, paths) == _norm(want, paths), (report["report"], got)
     else:
         assert _shape(got) == _shape(want), (report["report"], got)
+        assert _results_by_call(got) == _results_by_call(want), "a call got another call's result"
     assert _runs_of_calls(got) == _runs_of_calls(want), "a reply's calls were split up"
 
 
