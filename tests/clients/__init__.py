@@ -4,7 +4,10 @@
   Messages, OpenAI Responses, Gemini) on 127.0.0.1.
 * :mod:`.harness` -- hermetic runs of the real ``claude`` / ``codex`` /
   ``gemini`` CLIs (installed by ``scripts/install-agents.sh``), session-file
-  lookup, and generation of genuine two-turn tool-using sessions.
+  lookup, generation of genuine two-turn tool-using sessions, and scenarios
+  (:func:`~.harness.scenarios`: parallel calls, a Claude subagent, a compaction).
+* :mod:`.regenerate` -- writes those scenarios' sessions as fixtures under
+  ``tests/fixtures/<agent>/generated/structures/``.
 * :mod:`.history` -- ``history_of(request_body, client)``: the conversation a
   recorded request carries, normalised across the three APIs.
 

@@ -72,6 +72,12 @@ __all__ = [
     "missing_reason",
     "write_codex_config",
     "mock_for",
+    "Turn",
+    "Scenario",
+    "ScenarioRun",
+    "run_scenario",
+    "scenarios",
+    "gemini_settings",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,14 +236,18 @@ def make_root(base: str | os.PathLike | None = None, *, prefix: str = "opal-clie
 
 
 def write_codex_config(root: Root, port: int) -> Path:
+    """config.toml for one run; top-level keys a scenario needs (for example
+    ``model_auto_compact_token_limit``) come from ``<root>/codex-extra.toml``."""
     cfg = root.codex_home / "config.toml"
+    extra_file = root.path / "codex-extra.toml"
+    extra = extra_file.read_text() if extra_file.exists() else ""
     cfg.write_text(
         f"""model = "gpt-5.5"
 model_provider = "mock"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
-
+{extra}
 [analytics]
 enabled = false
 
@@ -722,3 +732,193 @@ def cached_session(name: str) -> GeneratedSession:
 
             atexit.register(lambda: [s.root.cleanup() for s in _CACHE.values()])
     return g
+
+
+# ---------------------------------------------------------------------------
+# scenarios: sessions with parallel calls, a subagent, a compaction
+#
+# issue 18: the two-turn sessions above answer with one tool call per reply,
+# so none of the structures real sessions are full of was ever exercised.
+# A scenario is a list of turns (prompt + the replies the mock gives); each
+# turn after the first resumes the session. The scripts are consumed in
+# request order, which is deterministic here: the clients run a reply's
+# calls before they ask again, and Claude's subagent asks the mock (its own
+# requests declare tools too) before the parent gets the Task result back.
+
+
+@dataclass
+class Turn:
+    """One client run: ``setup(root)`` (e.g. a settings change) runs first."""
+
+    prompt: str
+    replies: list[Reply]
+    setup: Any = None
+
+
+@dataclass
+class Scenario:
+    """A named script for one client; ``codex_config`` is appended to config.toml."""
+
+    name: str
+    client: str
+    turns: list[Turn]
+    codex_config: str = ""
+    note: str = ""
+
+
+@dataclass
+class ScenarioRun:
+    scenario: Scenario
+    root: Root
+    session_id: str
+    path: Path | None
+    runs: list[RunResult]
+    server: MockServer
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.path) and all(r.ok for r in self.runs) and len(self.runs) == len(self.scenario.turns)
+
+    def describe(self) -> str:
+        return "\n\n".join(r.describe() for r in self.runs) + f"\nmock errors: {self.server.errors}"
+
+
+def run_scenario(sc: Scenario, root: Root | None = None, *, base: str | os.PathLike | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, lifetime: float = 600.0) -> ScenarioRun:
+    """Drive ``sc.client`` through the scenario's turns against one mock.
+
+    Does not assert (check ``.ok`` and ``server.remaining``), so a caller can
+    show what the client printed.
+    """
+    reason = missing_reason(sc.client)
+    if reason:
+        raise RuntimeError(reason)
+    root = root or make_root(base, prefix=f"opal-{sc.client}-{sc.name}-")
+    if sc.codex_config:
+        (root.path / "codex-extra.toml").write_text(sc.codex_config)
+    runner = _RUNNERS[sc.client]
+    runs: list[RunResult] = []
+    sid = str(uuid.uuid4()) if sc.client != "codex" else None
+    with mock_for(sc.client, [], lifetime=lifetime) as srv:
+        for i, turn in enumerate(sc.turns):
+            srv.add(*turn.replies)
+            if turn.setup is not None:
+                turn.setup(root)
+            if i == 0:
+                r = runner(root, srv.port, turn.prompt, session_id=sid, timeout=timeout, server=srv)
+                sid = r.session_id or sid
+            else:
+                r = runner(root, srv.port, turn.prompt, resume=sid, timeout=timeout, server=srv)
+            runs.append(r)
+            if not r.ok or not sid:
+                break
+    path = session_file(sc.client, root, sid) if sid else None
+    return ScenarioRun(sc, root, sid or "", path, runs, srv)
+
+
+P_PROMPT1 = "PTURN1: look at every file in this project at once"
+P_PROMPT2 = "PTURN2: write notes.txt and count the lines of hello.py"
+P_ANSWER1 = "README.md describes a tiny demo; hello.py has greet(). [pturn1-done]"
+P_ANSWER2 = "Wrote notes.txt; hello.py has 2 lines. [pturn2-done]"
+SUB_PROMPT = "STURN1: ask a subagent what README.md says"
+SUB_TASK = "Read README.md in the project and report in one sentence what it says."
+SUB_REPORT = "README.md says this is a tiny demo project with greet() in hello.py. [subagent-done]"
+SUB_ANSWER = "The subagent says README.md describes a tiny demo with greet(). [sturn1-done]"
+SUB_PROMPT2 = "STURN2: thanks, list the files too"
+SUB_ANSWER2 = "The files are README.md and hello.py. [sturn2-done]"
+C_SUMMARY = "Summary so far: the user asked to look at the project; README.md and hello.py were read. [compact-summary]"
+C_PROMPT3 = "CTURN3: after the compaction, show hello.py again"
+C_ANSWER3 = "hello.py still has greet() only. [cturn3-done]"
+
+
+def _parallel_turns(client: str, proj: Path) -> list[Turn]:
+    """Two turns whose first reply carries three, then two, tool calls."""
+    readme, hello, notes = (str(proj / n) for n in ("README.md", "hello.py", "notes.txt"))
+    if client == "claude":
+        c1 = [ToolCall("Bash", {"command": "ls", "description": "List project files"}),
+              ToolCall("Read", {"file_path": readme}), ToolCall("Read", {"file_path": hello})]
+        c2 = [ToolCall("Write", {"file_path": notes, "content": NOTES}),
+              ToolCall("Bash", {"command": "wc -l < hello.py", "description": "Count lines"})]
+    elif client == "codex":
+        c1 = [ToolCall("exec_command", {"cmd": "ls", "workdir": str(proj)}),
+              ToolCall("exec_command", {"cmd": "cat README.md", "workdir": str(proj)}),
+              ToolCall("exec_command", {"cmd": "cat hello.py", "workdir": str(proj)})]
+        c2 = [ToolCall("exec_command", {"cmd": f"printf '{NOTES.strip()}\\n' > notes.txt", "workdir": str(proj)}),
+              ToolCall("exec_command", {"cmd": "wc -l < hello.py", "workdir": str(proj)})]
+    elif client == "gemini":
+        c1 = [ToolCall("run_shell_command", {"command": "ls", "description": "List project files"}),
+              ToolCall("read_file", {"file_path": readme}), ToolCall("read_file", {"file_path": hello})]
+        c2 = [ToolCall("write_file", {"file_path": notes, "content": NOTES}),
+              ToolCall("run_shell_command", {"command": "wc -l < hello.py", "description": "Count lines"})]
+    else:
+        raise ValueError(client)
+    return [Turn(P_PROMPT1, [Reply("Looking at everything at once.", c1), Reply(P_ANSWER1)]),
+            Turn(P_PROMPT2, [Reply("Two things at once.", c2), Reply(P_ANSWER2)])]
+
+
+def _subagent_turns(proj: Path) -> list[Turn]:
+    """Claude: the model delegates to a subagent (the ``Agent`` tool of 2.1.x),
+    whose own two requests reach the mock between the parent's."""
+    readme = str(proj / "README.md")
+    # run_in_background: false keeps the request order fixed: parent, subagent, parent.
+    task = ToolCall("Agent", {"description": "Summarise README", "prompt": SUB_TASK, "subagent_type": "general-purpose",
+                                   "run_in_background": False})
+    return [
+        Turn(SUB_PROMPT, [Reply("Asking a subagent.", [task]),
+                          Reply("Reading it.", [ToolCall("Read", {"file_path": readme})]),  # the subagent
+                          Reply(SUB_REPORT),  # the subagent's report
+                          Reply(SUB_ANSWER)]),
+        Turn(SUB_PROMPT2, [Reply("Listing.", [ToolCall("Bash", {"command": "ls", "description": "List files"})]),
+                           Reply(SUB_ANSWER2)]),
+    ]
+
+
+def gemini_settings(root: Root, **model: Any) -> None:
+    """Merge ``model`` into ``~/.gemini/settings.json``'s ``model`` section."""
+    p = root.home / ".gemini" / "settings.json"
+    data = json.loads(p.read_text())
+    data.setdefault("model", {}).update(model)
+    p.write_text(json.dumps(data, indent=2))
+
+
+def _compact_turn(client: str) -> Turn:
+    """A turn that compacts the history, where the client can in ``-p`` mode.
+
+    Claude: the ``/compact`` command as the prompt. Codex: the previous reply
+    reports more input tokens than ``model_auto_compact_token_limit``, so the
+    next turn starts with a compaction request. Gemini: a tiny
+    ``model.compressionThreshold``. Each client's compaction may send two
+    requests (Claude and Gemini retry/verify the summary), hence two replies.
+    """
+    summary = [Reply(C_SUMMARY), Reply(C_SUMMARY)]
+    if client == "claude":
+        return Turn("/compact", summary)
+    if client == "gemini":
+        return Turn(C_PROMPT3, [summary[0], summary[1], Reply(C_ANSWER3)],
+                    setup=lambda r: gemini_settings(r, compressionThreshold=0.00001))
+    if client == "codex":
+        return Turn(C_PROMPT3, [summary[0], Reply(C_ANSWER3)])
+    raise ValueError(client)
+
+
+def scenarios(client: str, proj: Path) -> list[Scenario]:
+    """The structured sessions made for ``client`` (fixtures: scripts/regenerate-client-sessions)."""
+    out = [Scenario("parallel", client, _parallel_turns(client, proj),
+                    note="two turns; replies with three, then two, tool calls at once")]
+    if client == "claude":
+        out.append(Scenario("subagent", client, _subagent_turns(proj),
+                            note="an Agent (subagent) call whose own requests reach the mock; then a turn"))
+        turns = _parallel_turns(client, proj)
+        out.append(Scenario("compact", client, [turns[0], _compact_turn(client), turns[1]],
+                            note="parallel calls, /compact, then more parallel calls"))
+    elif client == "codex":
+        turns = _parallel_turns(client, proj)
+        turns[0].replies[-1].input_tokens = 50000
+        out.append(Scenario("compact", client, [turns[0], _compact_turn(client)],
+                            codex_config="model_auto_compact_token_limit = 20000\n",
+                            note="parallel calls; the next turn auto-compacts (model_auto_compact_token_limit)"))
+    elif client == "gemini":
+        turns = _parallel_turns(client, proj)
+        out.append(Scenario("compact", client, [turns[0], _compact_turn(client)],
+                            note="parallel calls; the next turn compresses (model.compressionThreshold)"))
+    return out

@@ -23,8 +23,9 @@ instructions>``, ``<skills_instructions>`` and similar; Gemini user turns
 starting with ``<session_context>`` or ``<hook_context>``.
 
 Gemini CLI 0.61 replays each tool result of a session it recorded itself
-twice on resume; by default adjacent identical ``tool_result`` items are
-collapsed into one (``collapse_duplicates=False`` keeps them).
+twice on resume (a reply's whole group of results: r1 r2 r3 r1 r2 r3); by
+default a run of ``tool_result`` items repeated right after itself is
+collapsed into one copy (``collapse_duplicates=False`` keeps them).
 """
 
 from __future__ import annotations
@@ -246,12 +247,29 @@ def _gemini(body: dict) -> list[Item]:
 
 
 def _collapse(items: list[Item]) -> list[Item]:
+    """Drop Gemini's replayed results: a run of results repeated right after
+    itself (one result twice, or a parallel group r1 r2 r3 r1 r2 r3)."""
     out: list[Item] = []
-    for it in items:
-        if it[0] == "tool_result" and out and out[-1][0] == "tool_result" and tuple(out[-1]) == tuple(it):
+    i = 0
+    while i < len(items):
+        if items[i][0] != "tool_result":
+            out.append(items[i])
+            i += 1
             continue
-        out.append(it)
+        j = i
+        while j < len(items) and items[j][0] == "tool_result":
+            j += 1
+        out.extend(_undouble([tuple(x) for x in items[i:j]], items[i:j]))
+        i = j
     return out
+
+
+def _undouble(keys: list[tuple], run: list[Item]) -> list[Item]:
+    """``run`` without repeats of its leading group (keys compare the tuples)."""
+    for k in range(1, len(run) // 2 + 1):
+        if len(run) % k == 0 and all(keys[n] == keys[n % k] for n in range(len(run))):
+            return run[:k]
+    return run
 
 
 def history_of(request_body: Any, client: str, *, collapse_duplicates: bool = True) -> list[Item]:

@@ -90,6 +90,10 @@ class Reply:
 
     text: str | None = None
     calls: list[ToolCall] = field(default_factory=list)
+    #: input tokens the reply's usage reports (OpenAI mock); a large value
+    #: makes Codex compact its history against a small
+    #: ``model_auto_compact_token_limit``.
+    input_tokens: int = 100
 
     def __post_init__(self) -> None:
         if isinstance(self.calls, ToolCall):
@@ -577,11 +581,11 @@ class OpenAIResponsesMock(MockServer):
             items.append(item)
             idx += 1
         usage = {
-            "input_tokens": 100,
+            "input_tokens": reply.input_tokens,
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": 20,
             "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 120,
+            "total_tokens": reply.input_tokens + 20,
         }
         final = {**base, "status": "completed", "output": items, "usage": usage}
         if not body.get("stream", False):

@@ -105,6 +105,27 @@ def test_openai_mock_function_and_custom_tool_calls():
     assert srv.consumed == 1 and srv.exhausted == 0
 
 
+def test_openai_mock_reports_a_replys_token_count():
+    """A reply can claim a big context, which is what makes Codex auto-compact."""
+    with OpenAIResponsesMock([Reply("big", input_tokens=50000)]) as srv:
+        _, _, raw = _post(srv.base_url + "/v1/responses", {"model": "gpt-5.5", "input": []})
+    usage = json.loads(raw)["usage"]
+    assert usage["input_tokens"] == 50000 and usage["total_tokens"] == 50020
+
+
+def test_scenarios_script_parallel_calls_and_structures():
+    """The structured scripts: 3 then 2 calls in one reply; Claude also a subagent and a compaction."""
+    from pathlib import Path
+
+    for client in harness.CLIENTS:
+        by_name = {s.name: s for s in harness.scenarios(client, Path("/p"))}
+        assert set(by_name) == ({"parallel", "subagent", "compact"} if client == "claude" else {"parallel", "compact"})
+        calls = [len(r.calls) for t in by_name["parallel"].turns for r in t.replies]
+        assert calls == [3, 0, 2, 0]
+    sub = harness.scenarios("claude", Path("/p"))[1].turns[0].replies[0].calls[0]
+    assert sub.name == "Agent" and sub.args["run_in_background"] is False
+
+
 def test_gemini_mock_classifier_does_not_consume():
     with GeminiMock([Reply(None, [ToolCall("read_file", {"file_path": "/w/a"})]), Reply("bye")]) as srv:
         u = srv.base_url + "/v1beta/models/"
@@ -199,6 +220,19 @@ def test_history_of_gemini_shape_and_duplicate_results():
     assert history_of(body, "gemini") == expect
     assert kinds(history_of(body, "gemini", collapse_duplicates=False)).count("tool_result") == 2
     assert isinstance(history_of(body, "gemini")[0], Item)
+
+
+def test_history_of_gemini_collapses_a_replayed_group_of_parallel_results():
+    """Gemini 0.61 replays a reply's whole group of results (r1 r2 r1 r2), not
+    each result twice in a row; two different results are never merged."""
+    def fr(i, out):
+        return {"functionResponse": {"id": i, "name": "read_file", "response": {"output": out}}}
+    calls = [{"functionCall": {"id": i, "name": "read_file", "args": {}}} for i in ("r1", "r2")]
+    body = {"contents": [{"role": "user", "parts": [{"text": "P1"}]}, {"role": "model", "parts": calls},
+                         {"role": "user", "parts": [fr("r1", "a"), fr("r2", "b"), fr("r1", "a"), fr("r2", "b")]}]}
+    assert [i[1] for i in history_of(body, "gemini") if i[0] == "tool_result"] == ["r1", "r2"]
+    body["contents"][2]["parts"] = [fr("r1", "a"), fr("r2", "b"), fr("r1", "a"), fr("r2", "c")]
+    assert len(history_of(body, "gemini")) == 7
 
 
 # ---------------------------------------------------------------------------
