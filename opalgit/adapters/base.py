@@ -355,10 +355,11 @@ def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[in
             fh.seek(begin)
         data = fh.read(stop - begin)
         pos = stop
-        raw = data[:-1]
-        if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
+        ended = data[-1:] == b"\n"  # only the last line may lack it (a whole JSON object)
+        raw = data[:-1] if ended else data
+        if len(data) != stop - begin or (not ended and i != len(offsets) - 2) or zlib.crc32(raw) != sums[i]:
             raise _changed_meanwhile(path, first_line + i)
-        yield jsonl.Line(first_line + i, begin, stop, raw, True)
+        yield jsonl.Line(first_line + i, begin, stop, raw, ended)
 
 
 #: The kinds of line the first pass of a two-pass read keeps (one byte each).
@@ -393,6 +394,12 @@ class LineIndex:
         offsets, sums, kinds = self.offsets, self.sums, self.kinds
         seen_json = not full
         raw = None
+        if start > 0:
+            fh.seek(start - 1)
+            if fh.read(2) in (b"}\n", b"]\n"):
+                # The newline that ends a last line committed before it had one: not a line.
+                start += 1
+                self.end = start
         for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
             line = raw.line
             offsets.append(line.start)
@@ -456,11 +463,19 @@ def reopen(path: str) -> IO[bytes]:
 def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:
     """Parse JSON lines from ``start``; blank lines skipped; bad lines reported, not raised.
 
-    A last line without a newline is not yielded at all: the agent may still be
-    writing it, and a later commit will pick it up whole.
+    A last line without a newline is yielded when it is a whole JSON object (agents
+    and the tools that copy their files may leave the final newline out); one that does
+    not parse is not yielded at all: the agent may still be writing it, and a later
+    commit will pick it up whole.
     """
     for line in jsonl.iter_lines(fh, start=start, first_number=first_line):
         if not line.terminated:
+            try:
+                value = jsonl.parse(line.raw)
+            except jsonl.ParseFailure:
+                return
+            if isinstance(value, dict):
+                yield RawRecord(line, value, None)
             return
         if not line.raw.strip():
             yield RawRecord(line, None, "blank")

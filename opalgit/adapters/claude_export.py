@@ -126,6 +126,10 @@ class _Writer:
         self.sid_changed = False
         self.old_cwds: dict[str, None] = {}
         self.relinked = 0
+        self.copies = 0  # lines repeating a written uuid (1.0.x continuation copies)
+        self.entrypoints: dict[str, None] = {}
+        src_cwd = src.cwd if src is not None and src.agent == AGENT else None
+        self.src_cwd = src_cwd if _is_id(src_cwd) else None
 
     # -- the whole file -----------------------------------------------------------------
 
@@ -164,6 +168,13 @@ class _Writer:
             rep.convert("session_id:rewritten")
         if self.relinked:
             rep.convert("parent:relinked", self.relinked)
+        if self.copies:
+            rep.note(f"{self.copies} line(s) repeat the uuid of an earlier one (Claude Code 1.0.x copies the "
+                     "earlier session into a continuation): written back as the agent wrote them")
+        if self.entrypoints:
+            rep.convert("entrypoint:cli", sum(1 for _ in self.entrypoints))
+            rep.note(f"entrypoint {', '.join(self.entrypoints)} written as cli: Claude Code's /resume picker hides "
+                     "sessions an SDK started")
         if self.old_cwds:
             rep.convert("cwd:rewritten")
             old = ", ".join(self.old_cwds)
@@ -201,6 +212,15 @@ class _Writer:
         new = self._envelope_fix(rec)
         u = rec.get("uuid")
         main = _is_id(u) and rec.get("isSidechain") is not True
+        if main and u in self.written:
+            # A later line under a uuid already written: Claude Code 1.0.x copies the earlier
+            # session's lines into a continuation, and its map keeps the later copy. It is the
+            # agent's own line, so it goes back as it was, outside the pairing of calls.
+            self._flush_reply()
+            self._flush_results()
+            self._put(new, raw, rec)
+            self.copies += 1
+            return
         if not main:
             self._flush_reply()
             self._flush_results()
@@ -274,8 +294,20 @@ class _Writer:
         cwd = new.get("cwd")
         if isinstance(cwd, str) and cwd != self.req.cwd:
             self.old_cwds[cwd] = None
-            new["cwd"] = self.req.cwd
+            new["cwd"] = self._relocated(cwd)
+        entry = new.get("entrypoint")
+        if isinstance(entry, str) and entry.startswith("sdk-"):
+            self.entrypoints[entry] = None
+            new["entrypoint"] = "cli"
         return new
+
+    def _relocated(self, cwd: str) -> str:
+        """The target folder for a record's ``cwd``: a subfolder of the session's folder
+        (the agent ran ``cd``) stays that subfolder of the target."""
+        base = self.src_cwd
+        if base is not None and base != "/" and cwd.startswith(base.rstrip("/") + "/"):
+            return self.req.cwd.rstrip("/") + "/" + cwd[len(base.rstrip("/")) + 1:]
+        return self.req.cwd
 
     def _put(self, new: dict, raw: bytes | None, rec: dict) -> None:
         # A line kept as bytes (JSON that does not re-render exactly) stays bytes when nothing changed.
@@ -293,7 +325,9 @@ class _Writer:
                 if _is_id(lp) and lp not in self.written:
                     new["logicalParentUuid"] = self.tip
                     self.relinked += 1
-            elif kind in ("user", "assistant") and self.leaf is not None:
+            elif kind in ("user", "assistant") and self.leaf is not None and self.inserted:
+                # A root after records opal wrote would hide them from Claude's walk; a root
+                # the agent itself wrote (a 1.0.x continuation) stays as it wrote it.
                 new["parentUuid"] = self.tip
                 self.relinked += 1
             return
