@@ -19,6 +19,7 @@ from .budget import fit
 from .errors import ConflictError, UsageError
 from .fileio import create_temp, replace_atomically
 from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
+from .states import side_files
 from .repo import Repository
 from .structs import dataclass
 from .tokens import estimate
@@ -113,6 +114,21 @@ def export(
         turns, before, after = fitted.turns, fitted.before, fitted.after
         report.merge(fitted.report)
     sid = session_id or str(uuid.uuid4())
+    side = side_files(repo, load_state(repo, oid))
+    if side and with_secrets:
+        mapping = redaction.secret_mapping(repo)
+        side = {rel: redaction.restore_bytes(data, mapping) for rel, data in side.items()} if mapping else side
+    if side and getattr(session, "agent", None) != adapter.name:
+        # Another agent's side folders (subagent transcripts ...) have no counterpart here.
+        folders: dict[str, int] = {}
+        for rel in side:
+            top = rel.split("/")[0] if "/" in rel else "(files)"
+            folders[top] = folders.get(top, 0) + 1
+        for top, n in folders.items():
+            report.drop(f"side_folder:{top}", n)
+        report.note(f"the source session's side folders ({', '.join(folders)}) are not part of a "
+                    f"{adapter.title} session: left out")
+        side = {}
     req = ExportRequest(
         turns=turns,
         session=session,  # type: ignore[arg-type]
@@ -121,6 +137,7 @@ def export(
         env=env,
         now_ms=int(time.time() * 1000),
         reasoning=reasoning,
+        side=side,
     )
     result = adapter.export(req)
     report.merge(result.report)
@@ -164,7 +181,7 @@ def _checkpoint(repo: Repository, agent: str, session, result: ExportResult, rep
         budget is not None
         or session is None
         or getattr(session, "agent", None) != agent
-        or len(result.files) != 1
+        or not result.files
         or not records
         or result.prefix != records
     ):

@@ -109,6 +109,9 @@ class ReadResult:
         # whose view the new lines change, and their new view. A Gemini CLI message
         # re-appended under its id supersedes its earlier line.
         self.revised: dict[int, Normal] = dict(revised or {})
+        # Files of the session's side folders (Claude Code's <session>/subagents/ ...):
+        # path relative to the folder, "/"-separated -> bytes. Stored with the state.
+        self.side: dict[str, bytes] = {}
 
     @property
     def count(self) -> int:
@@ -583,6 +586,7 @@ class ExportRequest:
     env: Mapping[str, str]  # to find the agent's home (HOME, CLAUDE_CONFIG_DIR, CODEX_HOME ...)
     now_ms: int  # export time, for file names and new timestamps
     reasoning: str = "drop"  # foreign reasoning: "drop" or "text" (kept as plain marked text)
+    side: dict[str, bytes] = field(default_factory=dict)  # the source's side-folder files (ReadResult.side)
 
 
 @dataclass

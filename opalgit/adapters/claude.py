@@ -731,6 +731,38 @@ def _session_file(path: str) -> SessionFile | None:
     return SessionFile(AGENT, name[: -len(".jsonl")], path, st.st_mtime, st.st_size)
 
 
+#: Side files bigger than this are not stored (said in one line): a stray dump in a
+#: session folder must not grow every state.
+SIDE_FILE_LIMIT = 64 * 1024 * 1024
+
+
+def _side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
+    """The files of ``<session>/`` beside ``<session>.jsonl`` (``subagents/agent-*.jsonl``
+    and their ``.meta.json``, ``tool-results/``, whatever else Claude Code keeps per
+    session), by "/"-separated relative path. Symbolic links are not followed."""
+    folder = path[: -len(".jsonl")] if path.endswith(".jsonl") else None
+    if folder is None or not os.path.isdir(folder) or os.path.islink(folder):
+        return {}
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, files in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, folder).replace(os.sep, "/")
+            try:
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_size > SIDE_FILE_LIMIT:
+                    warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
+                    continue
+                with open(full, "rb") as fh:
+                    out[rel] = fh.read()
+            except OSError as exc:
+                warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
+    return out
+
+
 class ClaudeAdapter(Adapter):
     """Claude Code: ``~/.claude/projects/<project-key>/<session-id>.jsonl``."""
 
@@ -868,8 +900,10 @@ class ClaudeAdapter(Adapter):
             return index.records(lambda: self._open(path), path, AGENT, first_line, indices,
                                  lambda i, value: normalize_record(value))
 
-        return ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
-                          produce=produce, count=count)
+        out = ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
+                         produce=produce, count=count)
+        out.side = _side_folder(path, warnings)
+        return out
 
     @staticmethod
     def _open(path: str):

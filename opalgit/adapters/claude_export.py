@@ -84,8 +84,31 @@ def export(req: ExportRequest) -> ExportResult:
     path = os.path.join(conf, "projects", project_key(req.cwd), sid + ".jsonl")
     writer = _Writer(req)
     body = writer.run()
-    return ExportResult(files=[(path, body)], session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
+    # The session file first: files[0] is what a checkpoint of the export remembers.
+    files = [(path, body)] + _side_files(req, path[: -len(".jsonl")], writer.report)
+    return ExportResult(files=files, session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
                         prefix=writer.aligned)
+
+
+def _side_files(req: ExportRequest, folder: str, report: LossReport) -> list[tuple[str, bytes]]:
+    """The source session's side folders (subagents, tool results ...) under the new
+    session's folder, the old session id in them replaced by the new one, as the
+    session file's records are."""
+    src = req.session
+    old = src.id.encode() if src is not None and src.agent == AGENT and src.id else None
+    out = []
+    for rel, data in req.side.items():
+        parts = rel.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            report.drop("side_file:unsafe_path")  # never written outside the session's folder
+            continue
+        if old is not None and old != req.session_id.encode():
+            data = data.replace(old, req.session_id.encode())
+        out.append((os.path.join(folder, *parts), data))
+    if out:
+        report.note(f"{len(out)} side-folder file(s) written back under {os.path.basename(folder)}/ "
+                    f"({', '.join(sorted({r.split('/')[0] for r in req.side}))})")
+    return out
 
 
 class _Writer:

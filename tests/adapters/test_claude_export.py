@@ -5,6 +5,8 @@ drops, cross-agent conversion, tool-output trimming, and (marked ``clients``) th
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import uuid
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from tests.clients.mockservers import AnthropicMock, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "claude"
+VIEWER_BIG = FIX / "claude-code-viewer" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
 DEMO = ROOT / "opalgit" / "demo_data" / "claude-session.jsonl"
 GENERATED = FIX / "generated" / "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl"
 # Main sessions only: subagent transcripts (agent-*.jsonl, subagents/) are not resumable on their own.
@@ -737,3 +740,86 @@ def test_real_claude_resumes_a_codex_conversation(tmp_path):
         ("user", NEW_PROMPT),
     ]
     assert [i.call_id for i in hist if i[0] == "tool_call"] == ["call_A", "call_B", "call_C"]
+
+
+# ------------------------------------------------ issue 18: side folders, continuation copies, folders
+
+SUBAGENT = FIX / "agent-sessions" / "subagent" / "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl"
+SHOWCASE = FIX / "real" / "claude-code-log" / "minimal_showcase" / "55550000-0000-4000-8000-000000000001.jsonl"
+
+
+def test_side_folders_are_read_and_written_back(tmp_path):
+    result, turns = view_turns(SHOWCASE)
+    folder = SHOWCASE.with_suffix("")
+    want = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert sorted(result.side) == want and len(want) == 4
+    req = request(turns, tmp_path, session=result.session)
+    req.side = result.side
+    res = A.export(req)
+    main = Path(res.files[0][0])
+    assert res.aux == []
+    got = {str(Path(p).relative_to(main.with_suffix(""))): data for p, data in res.files[1:]}
+    assert sorted(got) == want
+    for rel, data in got.items():
+        # Byte for byte once the fresh session id is mapped back.
+        assert data.replace(SID.encode(), result.session.id.encode()) == (folder / rel).read_bytes()
+    assert any("side-folder file(s) written back" in n for n in res.report.notes)
+
+
+def _corpus():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    import real_corpus
+
+    return real_corpus
+
+
+def test_side_folders_stored_with_the_state_and_named_in_other_exports():
+    rc = _corpus()
+    box = rc.Sandbox()
+    try:
+        placed = box.place(rc.Entry("claude/agent-sessions/subagent/" + SUBAGENT.name, "claude"))
+        assert box.opal("init").rc == 0
+        assert box.opal("commit", "--file", placed, "--agent", "claude", "--json").rc == 0
+        os.remove(placed)  # the state holds the session: its side folder too
+        import shutil
+
+        shutil.rmtree(placed[: -len(".jsonl")])
+        same = box.opal("export", "HEAD", "--to", "claude", "--json")
+        out = json.loads(same.out)
+        folder = out["files"][0][: -len(".jsonl")]
+        meta = Path(folder) / "subagents" / "agent-a0ad4f44468bdf20d.meta.json"
+        src = SUBAGENT.with_suffix("") / "subagents" / "agent-a0ad4f44468bdf20d.meta.json"
+        assert meta.read_bytes() == src.read_bytes() and str(meta) in out["files"][1:]
+        for other in ("codex", "gemini"):
+            run = json.loads(box.opal("export", "HEAD", "--to", other, "--json").out)
+            assert run["report"]["dropped"].get("side_folder:subagents") == 2, run["report"]
+    finally:
+        box.close()
+
+
+def test_continuation_copy_is_written_back_and_once_elsewhere(tmp_path):
+    path = FIX / "real" / "vibecodingtracker" / "claude_code.jsonl"
+    result, turns = view_turns(path)
+    res = A.export(request(turns, tmp_path, session=result.session, cwd=result.session.cwd))
+    assert "tool_result:orphan" not in res.report.dropped
+    back = records_of(res)
+    src = [json.loads(x) for x in path.read_bytes().split(b"\n") if x.strip()]
+    dup = "562d6805-363d-4bf4-aba6-7c6ec68a291d"
+    assert [r for r in back if isinstance(r, dict) and r.get("uuid") == dup].__len__() == 2
+    assert sum(1 for r in src if r.get("uuid") == dup) == 2
+    assert any("repeat the uuid" in n for n in res.report.notes)
+    normals = A.normalize_many([t.turn for t in turns])
+    assert [n.label for n in normals].count("continuation-copy") == 1
+
+
+def test_subfolder_cwd_keeps_its_subfolder(tmp_path):
+    # claude-code-viewer's 1.0.98 session ran `cd` into subfolders of the project.
+    result, turns = view_turns(VIEWER_BIG)
+    base = result.session.cwd
+    subs = {value_of(t.turn).get("cwd") for t in turns if isinstance(value_of(t.turn), dict)} - {base, None}
+    assert subs and all(s.startswith(base + "/") for s in subs)
+    res = A.export(request(turns, tmp_path, session=result.session, cwd="/elsewhere/proj"))
+    cwds = {r.get("cwd") for r in records_of(res) if isinstance(r, dict)} - {None}
+    assert cwds == {"/elsewhere/proj"} | {"/elsewhere/proj" + s[len(base):] for s in subs}
