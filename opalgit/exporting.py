@@ -97,15 +97,19 @@ def export(
     budget: int | None = None,
     session_id: str | None = None,
     with_secrets: bool = True,
+    pre_compaction: bool = False,
 ) -> ExportOutcome:
     adapter = adapters.get(to)
     oid, turns, session, branch = gather(repo, rev, with_secrets=with_secrets)
+    early = LossReport()
+    if getattr(session, "agent", None) != adapter.name:
+        turns = _after_compaction(turns, pre_compaction, budget, early)
     folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
     if cwd is not None and not os.path.isdir(folder):
         raise UsageError(f"--cwd {cwd}: no such folder", hint="create it first, or pass the folder you will resume from")
     if not os.path.isdir(folder):
         folder = repo.workdir or os.getcwd()
-    report = LossReport()
+    report = early
     before = after = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
     if budget is not None:
         if budget <= 0:
@@ -163,6 +167,33 @@ def export(
         dry_run=dry_run,
         branch=branch,
     )
+
+
+def _after_compaction(turns: list[ExportTurn], full: bool, budget: int | None, report: LossReport) -> list[ExportTurn]:
+    """What another agent gets of a compacted session: by default what the source agent
+    itself sends after its last compaction (the boundary, its summary and the turns
+    after); with ``full`` every turn before it too, when that fits ``budget``.
+
+    The state holds the whole history either way; a same-agent export writes it all,
+    as the agent wrote it, and the agent applies its own compaction on resume.
+    """
+    cut = max((i for i, t in enumerate(turns) if t.normal.label == "compact-boundary"), default=None)
+    if cut is None:
+        return turns
+    earlier = sum(1 for t in turns[:cut] if t.normal.role != "meta")
+    if full:
+        total = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
+        if budget is None or total <= budget:
+            if earlier:
+                report.note(f"{earlier} turns from before the session's compaction are included (--pre-compaction)")
+            return turns
+        report.note(f"the history before the compaction (~{total} tokens in all) does not fit --budget {budget}: "
+                    "the target gets the compacted context")
+    if earlier:
+        report.drop("turn:before_compaction", earlier)
+        report.note(f"the target gets the context after the session's compaction (its summary and {earlier} fewer "
+                    "turns); --pre-compaction sends the whole history, which the state keeps")
+    return turns[cut:]
 
 
 def _chars(t: ExportTurn) -> int:

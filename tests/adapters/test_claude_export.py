@@ -823,3 +823,26 @@ def test_subfolder_cwd_keeps_its_subfolder(tmp_path):
     res = A.export(request(turns, tmp_path, session=result.session, cwd="/elsewhere/proj"))
     cwds = {r.get("cwd") for r in records_of(res) if isinstance(r, dict)} - {None}
     assert cwds == {"/elsewhere/proj"} | {"/elsewhere/proj" + s[len(base):] for s in subs}
+
+
+def test_compacted_session_to_another_agent_gets_the_compacted_context_or_all():
+    # claude-code-log's compaction after a rewind: HEAD keeps the turns before it; Codex
+    # gets the summary and what follows, or everything with --pre-compaction.
+    rc = _corpus()
+    box = rc.Sandbox()
+    try:
+        placed = box.place(rc.Entry("claude/real/claude-code-log/dag_compact_after_rewind.jsonl", "claude"))
+        assert box.opal("init").rc == 0
+        assert box.opal("commit", "--file", placed, "--agent", "claude", "--json").rc == 0
+        same = json.loads(box.opal("export", "HEAD", "--to", "claude", "--json").out)
+        assert "turn:before_compaction" not in same["report"]["dropped"]
+        short = json.loads(box.opal("export", "HEAD", "--to", "codex", "--json").out)
+        assert short["report"]["dropped"]["turn:before_compaction"] > 0
+        full = json.loads(box.opal("export", "HEAD", "--to", "codex", "--pre-compaction", "--json").out)
+        assert "turn:before_compaction" not in full["report"]["dropped"]
+        assert full["turns"] > short["turns"]
+        tight = json.loads(box.opal("export", "HEAD", "--to", "codex", "--pre-compaction", "--budget", "5",
+                                    "--json").out)
+        assert any("does not fit --budget" in n for n in tight["report"]["notes"])
+    finally:
+        box.close()
