@@ -846,3 +846,18 @@ def test_compacted_session_to_another_agent_gets_the_compacted_context_or_all():
         assert any("does not fit --budget" in n for n in tight["report"]["notes"])
     finally:
         box.close()
+
+
+def test_line_separators_in_file_content_survive_a_patch():
+    # U+2028/U+2029 (and form feeds) inside a file are not line breaks: Claude's Write
+    # and Edit become Codex apply_patch bodies, and back, with the content unchanged.
+    from opalgit.adapters import tools
+
+    body = "a\u2028b\u2029c\x0cd\n"
+    name, patch, mapped = tools.convert_call("claude", "codex", "Write", {"file_path": "/w/f.txt", "content": body},
+                                             "/w")
+    assert mapped and name == "apply_patch"
+    text = patch if isinstance(patch, str) else json.dumps(patch)
+    assert "+a\u2028b\u2029c\x0cd\n" in text
+    [op] = tools.parse_patch(text)
+    assert op["content"].rstrip("\n") == body.rstrip("\n")
