@@ -140,6 +140,8 @@ class _Writer:
         self.results_time: int | None = None
         self.id_map: dict[str, str] = {}  # foreign call id -> tool_use id written
         self.anon: deque[str] = deque()  # ids minted for foreign calls that had none
+        self.pos = 0  # index in req.turns of the turn being written
+        self.pulled: set[tuple[int, int]] = set()  # (turn, block) of results written ahead of their place
 
         # The assistant message being assembled from foreign blocks.
         self.reply: list[dict] = []
@@ -159,6 +161,7 @@ class _Writer:
     def run(self) -> bytes:
         self.aligned = 0  # the first ``aligned`` lines are the first records, one for one
         for i, et in enumerate(self.req.turns):
+            self.pos = i
             turn = et.turn
             if turn.agent == AGENT and (turn.has_record or isinstance(turn.line, bytes)):
                 self._native(turn)
@@ -378,8 +381,8 @@ class _Writer:
         if role == "tool":
             # Text beside tool results rides in their user line, after them.
             extra = [b for b in normal.blocks if b.get("type") in ("text", "image")]
-            for blk in normal.blocks:
-                if blk.get("type") not in ("text", "image"):
+            for bi, blk in enumerate(normal.blocks):
+                if blk.get("type") not in ("text", "image") and (self.pos, bi) not in self.pulled:
                     self._block(agent, blk, t)
             if extra:
                 content = self._user_content(extra)
@@ -390,7 +393,9 @@ class _Writer:
                     self._user_line(content, t)
             return
         run: list[dict] = []  # user content waiting for its line
-        for blk in normal.blocks:
+        for bi, blk in enumerate(normal.blocks):
+            if (self.pos, bi) in self.pulled:
+                continue  # a result already written with the reply it answers
             if blk.get("type") in ("text", "image") and role == "user":
                 run.append(blk)
                 continue
@@ -525,10 +530,33 @@ class _Writer:
         if self.reply and block["type"] == "text" and self.reply[-1]["type"] == "tool_use":
             self._close()  # text after a call belongs to the next response, as Claude writes it
         if not self.reply:
+            if self.pending:
+                self._pull_results()
             if self.pending or self.results:
                 self._close()  # a new response: the previous one's calls are answered first
             self.reply_time = t
         self.reply.append(block)
+
+    def _pull_results(self) -> None:
+        """Bring forward the results of the open reply's calls that the source records
+        later, after other calls (Codex runs calls side by side and records each output
+        when it ends): Claude needs every result of a reply in the user line right after
+        it, and the real result is better than a synthesized one."""
+        turns = self.req.turns
+        for j in range(self.pos + 1, len(turns)):
+            if not self.pending:
+                return
+            et = turns[j]
+            if et.turn.agent == AGENT and (et.turn.has_record or isinstance(et.turn.line, bytes)):
+                continue  # Claude's own records keep their place
+            for bi, blk in enumerate(et.normal.blocks):
+                orig = blk.get("call_id")
+                if blk.get("type") != "tool_result" or not _is_id(orig) or (j, bi) in self.pulled:
+                    continue
+                if self.id_map.get(orig, orig) in self.pending:
+                    self._result(blk, et.normal.time)
+                    self.pulled.add((j, bi))
+                    self.report.convert("tool_result:moved")
 
     def _flush_reply(self) -> None:
         if not self.reply:

@@ -861,3 +861,25 @@ def test_line_separators_in_file_content_survive_a_patch():
     assert "+a\u2028b\u2029c\x0cd\n" in text
     [op] = tools.parse_patch(text)
     assert op["content"].rstrip("\n") == body.rstrip("\n")
+
+
+def test_codex_output_recorded_after_other_calls_answers_its_call():
+    # agent-sessions' Codex fixture: call-1 and call-2 in one reply, call-2's output,
+    # a tool search, and only then call-1's output. Claude needs both results right
+    # after the reply: call-1's real output is brought forward, not synthesized.
+    from opalgit import adapters
+    from opalgit.states import normals_of
+
+    path = ROOT / "tests" / "fixtures" / "codex" / "agent-sessions" / "small.jsonl"
+    read = adapters.get("codex").read(str(path))
+    turns = [r.turn for r in read.iter_records(read.views[0].indices)]
+    req = request([ExportTurn(t, n) for t, n in zip(turns, normals_of(turns))], Path("/tmp/unused"))
+    res = A.export(req)
+    recs = check_file(res)
+    msgs = api_messages(recs)
+    i = next(i for i, m in enumerate(msgs) if any(b.get("id") == "call-1" for b in m["content"]))
+    assert sorted(b["id"] for b in msgs[i]["content"] if b["type"] == "tool_use") == ["call-1", "call-2"]
+    answered = {b["tool_use_id"]: b for b in msgs[i + 1]["content"] if b["type"] == "tool_result"}
+    assert set(answered) == {"call-1", "call-2"}
+    assert DANGLING_OUTPUT not in json.dumps(answered["call-1"]) and "a.txt" in json.dumps(answered["call-1"])
+    assert res.report.converted.get("tool_result:moved") == 1
