@@ -50,12 +50,8 @@ XREAL = "codex/real/"
 ACID = XREAL + "codex-session-view/"
 GEMINI_NO_ID = "gemini/real/agentsview/tool_calls.json"
 ORPHANED = "the Gemini export orphans a result HEAD holds and synthesizes one"
-NO_NEWLINE = "the complete last line has no trailing newline: left uncommitted as if still being written"
 
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
-    "complete_last_line_committed": {
-        ACID + "example-session-metadata.jsonl": NO_NEWLINE,
-    },
     "no_internal_error": {
         GEMINI_NO_ID: "same-agent export of a legacy .json whose tool call has no id: KeyError 'id' (exit 70)",
     },
@@ -70,7 +66,7 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         XREAL + "agentsview/function_calls.jsonl": "session_meta originator rewritten; a closing output appended",
         XREAL + "agentsview/standard_session.jsonl": "session_meta originator rewritten",
         XREAL + "claude-code-transcripts/sample_codex_session.jsonl": "session_meta loses instructions, model_provider",
-        ACID + "example-session-metadata.jsonl": NO_NEWLINE + ", so the export's session_meta is a fresh one",
+        ACID + "example-session-metadata.jsonl": "the export's session_meta is a fresh one",
         ACID + "rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl": "session_meta loses git, "
         "instructions, model_provider",
         XREAL + "vibecodingtracker/codex.jsonl": "session_meta loses git, instructions; originator rewritten",
