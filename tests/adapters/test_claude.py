@@ -34,10 +34,9 @@ VIEWER_BIG = FIX / "claude-code-viewer" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.
 SMALL = FIX / "agent-sessions" / "small.jsonl"
 DRIFT = FIX / "agent-sessions" / "schema_drift.jsonl"
 
-# The real corpus's agentsview transcript has neither uuid nor sessionId: opal refuses it
-# (tests/adapters/test_real_corpus.py checks how).
-REFUSED = FIX / "real" / "agentsview" / "valid_session.jsonl"
-ALL_FILES = [p for p in sorted(FIX.rglob("*.jsonl")) if p != REFUSED] + [DEMO]
+# The issue-18 corpus (real/) included: every file of it reads losslessly now (what else
+# it proves is in tests/adapters/test_real_corpus.py).
+ALL_FILES = sorted(FIX.rglob("*.jsonl")) + [DEMO]
 
 A = ClaudeAdapter()
 SID = "0f0e0d0c-0b0a-4909-8807-060504030201"

@@ -34,10 +34,10 @@ VIEWER_BIG = FIX / "claude-code-viewer" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.
 DEMO = ROOT / "opalgit" / "demo_data" / "claude-session.jsonl"
 GENERATED = FIX / "generated" / "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl"
 # Main sessions only: subagent transcripts (agent-*.jsonl, subagents/) are not resumable on their own.
-# valid_session.jsonl is refused (no uuid, no sessionId); edge_cases.jsonl is a parser's
-# hand-made torture file (repeated uuids, a call left open): test_real_corpus.py covers both.
+# The issue-18 corpus (real/) included, but for edge_cases.jsonl, a parser's hand-made torture
+# file (repeated uuids, a call left open): tests/adapters/test_real_corpus.py covers it.
 MAIN_FILES = [p for p in sorted(FIX.rglob("*.jsonl"))
-              if not p.name.startswith("agent-") and p.name not in ("valid_session.jsonl", "edge_cases.jsonl")] + [DEMO]
+              if not p.name.startswith("agent-") and p.name != "edge_cases.jsonl"] + [DEMO]
 
 A = ClaudeAdapter()
 SID = "7e57e57e-0000-4000-8000-000000000001"
