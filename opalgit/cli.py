@@ -170,6 +170,11 @@ def cli(ctx: click.Context, directory: str | None, verbose: bool, color: str, no
     else:
         use_color = color == "always"
     cwd = os.path.abspath(directory) if directory else os.getcwd()
+    from .fileio import folder_problem
+
+    problem = folder_problem(cwd) if directory else None
+    if problem is not None:
+        raise click.UsageError(f"-C {directory}: {problem}")
     ctx.obj = Ctx(cwd=cwd, verbose=verbose, color=use_color, pager=not no_pager and "OPAL_NO_PAGER" not in os.environ)
 
 

@@ -14,12 +14,16 @@ Two rules keep content addresses stable:
 
 Large strings inside a source record are moved out into payload objects and
 replaced by a :class:`PayloadRef` (msgpack ext type 1 holding the payload's
-SHA-256), so a file that the agent read twenty times is stored once.
+SHA-256), so a file that the agent read twenty times is stored once. JSON integers
+that msgpack cannot carry are ext types too: past 64 bits as two's complement bytes
+(type 2), past Python's int-string limit as their digits (type 3, a
+:class:`~opalgit.jsonl.BigInteger`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Callable, Iterable
 
 import msgpack
@@ -33,6 +37,9 @@ FORMAT_VERSION = 1
 PAYLOAD_THRESHOLD = 2048
 
 _EXT_PAYLOAD = 1
+_EXT_BIG_INT = 2  # an integer past 64 bits
+_EXT_BIG_DIGITS = 3  # a jsonl.BigInteger: past the int-string limit, kept as its digits
+_DIGITS = re.compile(rb"-?[0-9]+")
 
 # Storage frames. The first bytes say how the rest is stored, so a reader never
 # guesses: zstd (level 3, content size in the frame) or raw when zstd would not help.
@@ -162,12 +169,26 @@ def _canonical_value(value: Any) -> Any:
 def _default(obj: Any) -> Any:
     if isinstance(obj, PayloadRef):
         return msgpack.ExtType(_EXT_PAYLOAD, obj.digest)
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        # Past msgpack's 64 bits (a JSON integer of a whole document, e.g. Gemini's):
+        # two's complement, big-endian, which converts in linear time at any size.
+        return msgpack.ExtType(_EXT_BIG_INT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
+    from .jsonl import BigInteger  # here: readers that never meet one do not load jsonl (and orjson)
+
+    if isinstance(obj, BigInteger):
+        return msgpack.ExtType(_EXT_BIG_DIGITS, obj.digits.encode("ascii"))
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_PAYLOAD:
         return PayloadRef(data)
+    if code == _EXT_BIG_INT and data:
+        return int.from_bytes(data, "big", signed=True)
+    if code == _EXT_BIG_DIGITS and _DIGITS.fullmatch(data):
+        from .jsonl import BigInteger
+
+        return BigInteger(data.decode("ascii"))
     raise CorruptObjectError(f"unknown msgpack extension type {code}")
 
 
@@ -202,13 +223,18 @@ def unpack_canonical(data: bytes, kind: str | None = None) -> dict:
 
 
 def pack_ordered(value: Any) -> bytes:
-    """Pack a source value keeping its key order (order is part of the record)."""
-    return msgpack.packb(value, use_bin_type=True, default=_default)
+    """Pack a source value keeping its key order (order is part of the record).
+
+    A lone surrogate (JSON's ``"\\ud800"``, which a whole document such as a Gemini
+    session may hold) is written as its surrogatepass bytes, as payloads are, and read
+    back as the same code point; every other string is plain UTF-8."""
+    return msgpack.packb(value, use_bin_type=True, default=_default, unicode_errors="surrogatepass")
 
 
 def unpack_ordered(data: bytes) -> Any:
     try:
-        return msgpack.unpackb(data, raw=False, ext_hook=_ext_hook, strict_map_key=False)
+        return msgpack.unpackb(data, raw=False, ext_hook=_ext_hook, strict_map_key=False,
+                               unicode_errors="surrogatepass")
     except CorruptObjectError:
         raise
     except Exception as exc:

@@ -79,9 +79,12 @@ def entries(path: str) -> list[tuple[str, str | None, str, str | None]]:
     """Every ``(section, subsection, key, raw value)`` of the file in order (section
     and key lower-cased; the raw value None for a bare key), none when there is no
     file. :func:`value` reads a raw value: only the values asked for are parsed."""
+    from .fileio import read_input
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        # A regular file only, and of a bounded size: a FIFO there would hang every command.
+        text = read_input(path, what="config file", hint=f"remove {path} or make it a regular file",
+                          limit=16 << 20).decode("utf-8")
     except FileNotFoundError:
         return []
     except UnicodeDecodeError:

@@ -43,6 +43,12 @@ def run_demo(keep: str | None, echo: Callable[[str], None], style: Callable[...,
     from .cli import main
 
     base = os.path.abspath(keep) if keep else tempfile.mkdtemp(prefix="opal-demo-")
+    from .errors import UsageError
+    from .fileio import folder_problem
+
+    problem = folder_problem(base) if os.path.lexists(base) else None
+    if problem is not None:
+        raise UsageError(f"--keep {keep}: {problem}", hint="name a new folder, or an existing one")
     os.makedirs(base, exist_ok=True)
     project = os.path.join(base, PROJECT)
     claude_dir = os.path.join(base, "claude-config")

@@ -17,7 +17,7 @@ from . import adapters, checkpoints, redaction, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport, tail_digest
 from .budget import fit
 from .errors import ConflictError, UsageError
-from .fileio import create_temp, replace_atomically
+from .fileio import create_temp, folder_problem, replace_atomically
 from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
 from .states import side_files
 from .repo import Repository
@@ -105,8 +105,9 @@ def export(
     if getattr(session, "agent", None) != adapter.name:
         turns = _after_compaction(turns, pre_compaction, budget, early)
     folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
-    if cwd is not None and not os.path.isdir(folder):
-        raise UsageError(f"--cwd {cwd}: no such folder", hint="create it first, or pass the folder you will resume from")
+    problem = folder_problem(folder) if cwd is not None else None
+    if problem is not None:
+        raise UsageError(f"--cwd {cwd}: {problem}", hint="create it first, or pass the folder you will resume from")
     if not os.path.isdir(folder):
         folder = repo.workdir or os.getcwd()
     report = early

@@ -1,14 +1,118 @@
-"""Durable file replacement, shared by everything that writes a small file of its own.
+"""Files opal reads from a user, and durable replacement of the files it writes.
 
-Pure standard library. A file is written under a temporary name in its own folder,
-synced, then renamed over the old one, so readers see the old contents or the new,
-never half of either, and a crash leaves at most a temporary file behind.
+Reading: :func:`open_input` opens a path a user gave (a session file, a config or
+rules file) only when it is a regular file, and says in one line what it is
+otherwise: a folder, a FIFO (which would block the read until a writer comes, then
+never end), a device such as ``/dev/zero`` (endless) or ``/dev/null``, a socket, a
+symbolic link that loops or leads nowhere. :data:`MAX_PIECE` bounds what is read in
+one piece (a line, a whole JSON document).
+
+Writing: a file is written under a temporary name in its own folder, synced, then
+renamed over the old one, so readers see the old contents or the new, never half of
+either, and a crash leaves at most a temporary file behind.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from typing import Sequence
+import stat
+from typing import BinaryIO, Sequence
+
+from .errors import InputError
+
+#: The longest line of a session file, and the largest file read whole, that opal
+#: reads: V8's longest string (2**29 - 24 characters), so no agent written in
+#: JavaScript wrote or read more in one piece, and the memory a read takes is bounded.
+MAX_PIECE = 1 << 29
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a device (as /dev/null and /dev/zero are)"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    # A FIFO opened for reading blocks until a writer opens it; O_NONBLOCK returns at
+    # once, so fstat can refuse it. It changes nothing for a regular file.
+    return os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words (for an error)."""
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def folder_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a folder a user named (``-C``, ``--cwd``,
+    ``--keep``), in words; None when it is a folder (or a link to one)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link that loops (following it leads back to it)"
+        if exc.errno == errno.ENOENT:
+            return f"a symbolic link to {os.readlink(path)}, which does not exist" if os.path.islink(path) \
+                else "no such folder"
+        return f"cannot be opened ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return None
+    return "this is a file, not a folder" if stat.S_ISREG(mode) else f"this is {kind_of(mode)}, not a folder"
+
+
+def open_input(path: str, *, what: str = "session file", hint: str | None = None,
+               buffering: int = -1) -> BinaryIO:
+    """``path`` opened for reading in binary, when it is a regular file (a link to one
+    is fine). Raises FileNotFoundError when nothing is there (the caller knows whether
+    that is an error), and :class:`InputError` naming the path, what it is and what to
+    do in every other case; never blocks on a FIFO or a device."""
+    hint = hint or f"give the path of the {what} itself"
+    try:
+        fh = open(path, "rb", buffering=buffering, opener=_nonblocking)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            target = os.readlink(path)
+            raise InputError(f"a symbolic link to {target}, which does not exist", path=path, hint=hint) from None
+        raise
+    except IsADirectoryError:
+        raise InputError(f"this is a folder, not a {what}", path=path, hint=hint) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError("a symbolic link that loops (following it leads back to it)", path=path,
+                             hint=f"point the link at the {what}, or give the file's own path") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise InputError(f"cannot read the {what}: permission denied", path=path,
+                             hint="check its permissions (ls -l), or run as the user who owns it") from None
+        raise InputError(f"cannot open the {what} ({exc.strerror or exc})", path=path, hint=hint) from None
+    mode = os.fstat(fh.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        fh.close()
+        # Not read at all: a pipe or a device may never end, and opal reads a session
+        # file again from where the last commit stopped, which a stream cannot give.
+        if what == "session file" and not stat.S_ISDIR(mode):
+            hint += "; to record a stream, save it to a file first (cat PIPE > session.jsonl)"
+        raise InputError(f"this is {kind_of(mode)}, not a {what}: opal reads only regular files", path=path,
+                         hint=hint)
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fh.fileno(), True)
+    return fh
+
+
+def read_input(path: str, *, what: str, hint: str | None = None, limit: int = MAX_PIECE) -> bytes:
+    """The whole of a regular file a user gave (see :func:`open_input`), refused
+    with a clear error when it is larger than ``limit``."""
+    with open_input(path, what=what, hint=hint) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"the {what} is larger than {limit >> 20} MiB, more than opal reads whole", path=path,
+                         hint=hint or f"check that this is the {what} you meant")
+    return data
 
 # Not tempfile.mkstemp: importing tempfile (with shutil, random, bz2 and lzma) costs
 # several milliseconds, a few per cent of a small commit's whole run.

@@ -114,16 +114,21 @@ def find_session(
 ) -> Pick:
     """Which session ``opal commit`` records: explicit, tracked, or the newest."""
     if file is not None:
+        from . import fileio, jsonl
+
         path = os.path.abspath(file)
-        if not os.path.isfile(path):
-            raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file")
-        with open(path, "rb") as fh:
-            head = fh.read(64 * 1024)
+        try:
+            # A regular file only: a FIFO or a device would block or never end.
+            with fileio.open_input(path, hint="give the path of the agent's session file") as fh:
+                head = fh.read(64 * 1024)
+        except FileNotFoundError:
+            raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file") from None
         for ad in [adapters.get(agent)] if agent else adapters.each():
             if agent or ad.sniff(path, head):
                 st = os.stat(path)
                 stem = os.path.basename(path).split(".")[0]
                 return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size))
+        jsonl.sniff_binary(path, head)  # an image, an archive, UTF-16: say which
         raise InputError(
             "not a session file of any agent opal knows",
             path=file,

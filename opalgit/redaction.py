@@ -21,7 +21,7 @@ import os
 from typing import Iterable
 
 from . import payloads, sequence
-from .errors import OpalError
+from .errors import InputError, OpalError
 from .model import Turn
 from .redact import Finding, Redactor, Rules, placeholders_in_value, restore_bytes, restore_value
 from .repo import Repository
@@ -45,11 +45,19 @@ def rules_path(repo: Repository) -> str:
 
 
 def load_rules(repo: Repository) -> Rules:
+    from .fileio import read_input
+
     path = rules_path(repo)
-    if not os.path.exists(path):
+    try:
+        data = read_input(path, what="secret rules file", hint=f"remove {path} or make it a regular file",
+                          limit=16 << 20)
+    except FileNotFoundError:
         return Rules.default()
-    with open(path, encoding="utf-8") as fh:
-        return Rules.load(fh.read(), source=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 (byte {exc.start})", path=path, hint="save the rules file as UTF-8") from None
+    return Rules.load(text, source=path)
 
 
 def vault(repo: Repository) -> Vault:

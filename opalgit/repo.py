@@ -14,7 +14,7 @@ import errno
 import fcntl
 import os
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from .argv import command
 from .errors import ConflictError, NotARepositoryError, OpalError
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 OWN_STORE = ".opal"
 FORMAT = 1
 # git's answer to who commits: every config file and include git reads, last one wins.
-_IDENTITY_ARGS = ["config", "-z", "--get-regexp", r"^user\.(name|email)$"]
+_IDENTITY_ARGS = ["config", "-z", "--get-regexp", r"^(user|author|committer)\.(name|email)$"]
+_IDENTITY_KEYS = ("user.name", "user.email", "author.name", "author.email", "committer.name", "committer.email")
 
 
 def _find(start: str) -> tuple[str, str] | None:
@@ -188,7 +189,9 @@ class Repository:
 
         self.own = own
         self._git: pygit2.Repository | None = None
-        self._identity_found: tuple[str | None, str | None] | None = None
+        self._identity_found: dict[str, str] | None = None
+        self._git_dates: dict[tuple[str, str], tuple[int, int]] = {}
+        self._git_missing = False
         self._identity_pending = None  # gitcmd.Pending: the question, asked ahead
         git_dir = os.path.abspath(git_dir)
         plain = os.path.isfile(os.path.join(git_dir, "HEAD"))
@@ -279,7 +282,9 @@ class Repository:
 
     @property
     def initialized(self) -> bool:
-        return os.path.isfile(os.path.join(self.opal_dir, "config"))
+        # exists, not isfile: a config that is no regular file is reported as such
+        # when it is read (fileio.open_input), not as "opal is not set up".
+        return os.path.exists(os.path.join(self.opal_dir, "config"))
 
     @property
     def config(self) -> pygit2.Config:
@@ -321,14 +326,49 @@ class Repository:
 
     # -- identity ---------------------------------------------------------------------
 
-    def signature(self) -> Signature:
-        """Who is committing: the repository's git identity, else a neutral one."""
-        from .store import Signature
+    def signature(self, env: Mapping[str, str] | None = None) -> Signature:
+        """Who is committing (see :meth:`signatures`)."""
+        return self.signatures(env)[1]
 
-        name, email = self._identity()
-        return Signature.now(name or "opal", email or "opal@localhost")
+    def signatures(self, env: Mapping[str, str] | None = None) -> tuple[Signature, Signature]:
+        """(author, committer) of a commit made now, as git would sign it here: its
+        identity variables and config, else a neutral one (see :mod:`ident`).
+        ``env`` is the environment git sees (like :func:`gitcmd.git_env`, the
+        process's by default)."""
+        from . import ident
 
-    def _identity(self) -> tuple[str | None, str | None]:
+        env = os.environ if env is None else env
+        config = self._identity()
+        ask = None if self._git_missing else (lambda var, value: self._git_date(env, var, value))
+        return ident.resolve(env, config, time.time(), ask)
+
+    def _git_date(self, env: Mapping[str, str], var: str, value: str) -> tuple[int, int]:
+        # A date in a form opal's parser leaves to git: git reads it, so that every
+        # form it accepts means the same here. Its identity is given, so that git
+        # answers even where none is configured; only the date is taken.
+        from . import gitcmd, ident
+        from .errors import UsageError
+
+        key = (var, value)
+        if key not in self._git_dates:
+            role = var.split("_")[1]
+            ask_env = dict(env, **{f"GIT_{role}_NAME": "opal", f"GIT_{role}_EMAIL": "opal@localhost"})
+            try:
+                proc = gitcmd.run(self.git_dir, ["var", f"GIT_{role}_IDENT"], env=ask_env)
+            except gitcmd.GitMissing:
+                raise UsageError(f"{var}={value!r} is not a date opal can read without git",
+                                 hint=ident.DATE_HINT) from None
+            fields = proc.stdout.strip().rsplit(" ", 2)
+            tz = fields[-1] if len(fields) == 3 else ""
+            if proc.returncode != 0 or not (len(tz) == 5 and tz[0] in "+-" and tz[1:].isdigit() and int(tz[3:]) < 60):
+                said = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git cannot read it"
+                raise UsageError(f"{var}={value!r} is not a date: {said.removeprefix('fatal: ')}",
+                                 hint=ident.DATE_HINT)
+            minutes = int(tz[1:3]) * 60 + int(tz[3:5])
+            self._git_dates[key] = (int(fields[1]), -minutes if tz[0] == "-" else minutes)
+        return self._git_dates[key]
+
+    def _identity(self) -> dict[str, str]:
         # Asked once per Repository object: one commit signs its state, its operation
         # and the operation log's entry, and each question started a git process.
         if self._identity_found is None:
@@ -346,7 +386,7 @@ class Repository:
             except (gitcmd.GitMissing, OSError):
                 self._identity_pending = None
 
-    def _read_identity(self) -> tuple[str | None, str | None]:
+    def _read_identity(self) -> dict[str, str]:
         # git itself answers (~2 ms, with every config file and include it knows);
         # libgit2 where git is missing.
         from . import gitcmd
@@ -356,22 +396,23 @@ class Repository:
             proc = pending.result() if pending is not None else gitcmd.run(self.git_dir, _IDENTITY_ARGS)
         except gitcmd.GitMissing:
             proc = None
-        if proc is not None and proc.returncode in (0, 1):  # 1: neither is set
+        if proc is not None and proc.returncode in (0, 1):  # 1: none is set
             values: dict[str, str] = {}
             for entry in proc.stdout.split("\0"):
                 key, _, value = entry.partition("\n")
                 if key:
                     values[key.lower()] = value  # the last one set wins, as in git
-            return values.get("user.name"), values.get("user.email")
+            return values
         import pygit2
 
-        name = email = None
-        try:
-            name = self.git.config["user.name"]
-            email = self.git.config["user.email"]
-        except (KeyError, pygit2.GitError):
-            pass
-        return name, email
+        self._git_missing = proc is None
+        found: dict[str, str] = {}
+        for key in _IDENTITY_KEYS:
+            try:
+                found[key] = self.git.config[key]
+            except (KeyError, pygit2.GitError):
+                pass
+        return found
 
     # -- locking ----------------------------------------------------------------------
 

@@ -117,8 +117,8 @@ def write_state(
     if side_tree is not None:
         entries.append((SIDE_TREE, True, side_tree))
     tree = store.write_tree(entries)
-    sig = repo.signature()
-    oid = store.write_commit(tree, parents, sig, sig, message)
+    author, committer = repo.signatures()
+    oid = store.write_commit(tree, parents, author, committer, message)
     store.flush()
     return oid
 

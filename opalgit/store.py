@@ -15,7 +15,6 @@ before any ref points at them; a crash in between leaves only unreachable object
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import odb, packfile
@@ -44,12 +43,6 @@ class Signature:
     email: str
     time: int  # seconds since the epoch
     offset: int  # minutes east of UTC
-
-    @staticmethod
-    def now(name: str, email: str) -> "Signature":
-        t = time.time()
-        offset = int((time.mktime(time.localtime(t)) - time.mktime(time.gmtime(t))) // 60)
-        return Signature(name, email, int(t), offset)
 
     def encode(self) -> bytes:
         sign = "+" if self.offset >= 0 else "-"

@@ -286,6 +286,7 @@ AUDITED = {
     ("opalgit/repo.py", "Repository.config_set", "gitcmd.run"): "key built by opal (checked); git stops options at the key",
     ("opalgit/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",
     ("opalgit/repo.py", "Repository._read_identity", "gitcmd.run"): "fixed arguments (config --get-regexp user)",
+    ("opalgit/repo.py", "Repository._git_date", "gitcmd.run"): "fixed arguments (var GIT_AUTHOR_IDENT / GIT_COMMITTER_IDENT); the date goes to git in the environment, never in argv",
     ("opalgit/demo.py", "run_demo", "subprocess.run"): "git init of an absolute path opal made",
     ("opalgit/cli_export.py", "resume", "subprocess.call"): "the agent by its PATH name; the session id is a fresh UUID",
     ("opalgit/client.py", "spawn", "subprocess.Popen"): "this interpreter on opal's own code, socket path and idle time",

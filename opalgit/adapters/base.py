@@ -17,7 +17,7 @@ import zlib
 from array import array
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from .. import jsonl
+from .. import fileio, jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
 from ..structs import dataclass, field
@@ -194,7 +194,7 @@ class Adapter:
             if not turn.line.strip():
                 return Normal(role="meta", label="blank")
             try:
-                value = jsonl.parse(turn.line)
+                value = jsonl.parse_kept(turn.line)
             except jsonl.ParseFailure:
                 return Normal(role="meta", label="unparseable")
             return self.normalize_record(value)
@@ -454,13 +454,20 @@ class LineIndex:
                 yield Record(record_turn(agent, RawRecord(line, value, None)), normal(i, value), line.number, sums[i])
 
 
+def open_session(path: str, hint: str, *, buffering: int = -1) -> IO[bytes]:
+    """A session file opened for reading, when it is a regular file: a missing path,
+    a folder, a FIFO, a device or a looping link is one clear :class:`InputError`
+    (see :func:`fileio.open_input`), and nothing blocks or reads without end."""
+    try:
+        return fileio.open_input(path, what="session file", hint=hint, buffering=buffering)
+    except FileNotFoundError:
+        raise InputError("no such file", path=path, hint=hint) from None
+
+
 def reopen(path: str) -> IO[bytes]:
     """The session file opened again for a second pass (see :meth:`LineIndex.records`)."""
-    try:
-        return open(path, "rb", buffering=1 << 20)  # records average several KB
-    except OSError as exc:
-        raise InputError(f"cannot open the session file again ({exc.strerror or exc})", path=path,
-                         hint="run the command again; nothing was recorded") from None
+    # Records average several KB: a 1 MiB buffer.
+    return open_session(path, "run the command again; nothing was recorded", buffering=1 << 20)
 
 
 def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:

@@ -218,7 +218,7 @@ class _Writer:
         else:
             raw = turn.line  # type: ignore[assignment]
             try:
-                rec = jsonl.parse(raw) if raw.strip() else None  # type: ignore[union-attr]
+                rec = jsonl.parse_kept(raw) if raw.strip() else None  # type: ignore[union-attr]
             except jsonl.ParseFailure:
                 rec = None
         if not isinstance(rec, dict):
@@ -652,7 +652,7 @@ def replace_tool_outputs(turn: Turn, replace: Callable[[str, str], str | None]) 
     rec: Any = turn.record if turn.has_record else None
     if rec is None and isinstance(turn.line, bytes):
         try:
-            rec = jsonl.parse(turn.line)
+            rec = jsonl.parse_kept(turn.line)
         except jsonl.ParseFailure:
             return None
     if not isinstance(rec, dict) or rec.get("type") != "user" or not isinstance(rec.get("message"), dict):

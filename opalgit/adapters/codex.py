@@ -48,6 +48,7 @@ from .base import (
     parse_time,
     LineIndex,
     reopen,
+    open_session,
 )
 
 __all__ = ["CodexAdapter", "codex_home", "normalize_record", "parse_time", "rollout_name", "DEFAULT_CLI_VERSION", "DANGLING_OUTPUT"]
@@ -541,14 +542,7 @@ class CodexAdapter(Adapter):
         )
 
     def _open(self, path: str) -> IO[bytes]:
-        try:
-            fh = open(path, "rb")
-        except IsADirectoryError:
-            raise InputError("this is a folder, not a session file", path=path,
-                             hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions") from None
-        except OSError as exc:
-            raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
-                             hint="check the path and its permissions") from None
+        fh = open_session(path, "give the path of a rollout-*.jsonl file under ~/.codex/sessions")
         if not _is_zst(path, fh.read(4)):
             fh.seek(0)
             return fh

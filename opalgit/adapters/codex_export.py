@@ -195,7 +195,7 @@ class _Writer:
             raw = turn.line
             assert isinstance(raw, bytes)
             try:
-                rec = jsonl.parse(raw) if raw.strip() else None
+                rec = jsonl.parse_kept(raw) if raw.strip() else None
             except jsonl.ParseFailure:
                 rec = None
             if not isinstance(rec, dict) or not self._needs_change(rec):

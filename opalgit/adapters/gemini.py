@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Iterator, Mapping, Sequence
 
-from .. import jsonl
+from .. import fileio, jsonl
 from ..errors import InputError
 from ..model import Normal, SessionInfo, Turn
 from .base import (
@@ -55,6 +55,7 @@ from .base import (
     foreign_file,
     LineIndex,
     reopen,
+    open_session,
 )
 from .gemini_log import (
     _SKIP,
@@ -250,9 +251,9 @@ def _not_a_session(path: str, line: int, problem: str) -> InputError:
 
 def _read_text(path: str, limit: int = 64 * 1024) -> str | None:
     try:
-        with open(path, "rb") as fh:
+        with fileio.open_input(path, what="marker file") as fh:  # never a FIFO: it would block
             return fh.read(limit).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, InputError):
         return None
 
 
@@ -275,11 +276,12 @@ def _cwd_for(path: str, phash: str) -> str | None:
 def _load_registry(path: str) -> tuple[dict, str | None]:
     """``projects.json`` as ``{"projects": {...}}`` and, if it is unusable, why."""
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read().decode("utf-8"))
+        data = json.loads(fileio.read_input(path, what="project registry", limit=DOCUMENT_LIMIT).decode("utf-8"))
     except FileNotFoundError:
         return {"projects": {}}, None
-    except (OSError, ValueError) as exc:
+    except InputError as exc:
+        return {"projects": {}}, f"unreadable ({exc.message})"
+    except (OSError, ValueError, RecursionError) as exc:
         return {"projects": {}}, f"unreadable ({exc.__class__.__name__})"
     projects = data.get("projects") if isinstance(data, dict) else None
     if not isinstance(projects, dict) or not all(
@@ -376,7 +378,7 @@ def _has_resumable_content(path: str, size: int) -> bool:
 def _document(data: bytes) -> tuple[dict, list, str] | None:
     """A legacy single-JSON session: (header, messages, list key), or None."""
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = jsonl.loads(data.decode("utf-8"))  # an integer of any length too
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(doc, dict):
@@ -489,14 +491,7 @@ class GeminiAdapter(Adapter):
 
     def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
         full = start == 0
-        try:
-            fh = open(path, "rb")
-        except IsADirectoryError:
-            raise InputError("this is a folder, not a session file", path=path,
-                             hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats") from None
-        except OSError as exc:
-            raise InputError(f"cannot open the session file ({exc.strerror or exc})", path=path,
-                             hint="check the path and its permissions") from None
+        fh = open_session(path, "give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
         with fh:
             size = os.fstat(fh.fileno()).st_size
             old = dict(state or {})
@@ -591,7 +586,7 @@ class GeminiAdapter(Adapter):
         """
         fh.seek(0)
         try:
-            jsonl.parse(fh.readline().rstrip(b"\n"))
+            jsonl.parse(fh.readline(jsonl.MAX_LINE).rstrip(b"\n"))
             first_ok = True
         except jsonl.ParseFailure:
             first_ok = False
@@ -608,7 +603,7 @@ class GeminiAdapter(Adapter):
         if first_ok:
             return None
         try:
-            value = json.loads(data.decode("utf-8"))
+            value = jsonl.loads(data.decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             if not path.endswith(".json"):
                 return None  # reported line by line: "the first line is not JSON"

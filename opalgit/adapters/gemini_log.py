@@ -292,7 +292,7 @@ def _value_of(turn: Turn) -> Any:
         return turn.record
     if isinstance(turn.line, bytes):
         try:
-            return jsonl.parse(turn.line)
+            return jsonl.parse_kept(turn.line)
         except jsonl.ParseFailure:
             return _SKIP
     return _SKIP

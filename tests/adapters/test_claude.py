@@ -553,7 +553,7 @@ def test_json_without_claude_entries_is_refused(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(InputError, match="cannot open"):
+    with pytest.raises(InputError, match="no such file"):
         A.read(str(tmp_path / "nope.jsonl"))
     with pytest.raises(InputError, match="folder"):
         A.read(str(tmp_path))
