@@ -883,3 +883,42 @@ def test_codex_output_recorded_after_other_calls_answers_its_call():
     assert set(answered) == {"call-1", "call-2"}
     assert DANGLING_OUTPUT not in json.dumps(answered["call-1"]) and "a.txt" in json.dumps(answered["call-1"])
     assert res.report.converted.get("tool_result:moved") == 1
+
+
+def test_side_folder_secrets_are_redacted_in_the_state():
+    # A subagent transcript holds tool output too: its secrets go to the vault like the
+    # records', the state holds placeholders, and the owner's export puts them back.
+    import shutil
+
+    from opalgit.repo import Repository
+    from opalgit.states import load_state, resolve, side_files
+
+    rc = _corpus()
+    box = rc.Sandbox()
+    try:
+        placed = box.place(rc.Entry("claude/agent-sessions/subagent/" + SUBAGENT.name, "claude"))
+        side = Path(placed[: -len(".jsonl")]) / "subagents" / "agent-a0ad4f44468bdf20d.jsonl"
+        token = "ghp_" + "aB3d" * 9
+        side.write_bytes(side.read_bytes() + jsonl.dumps({"type": "user", "uuid": "s-1", "isSidechain": True,
+                                                          "message": {"role": "user",
+                                                                      "content": f"export GITHUB_TOKEN={token}"}})
+                         + b"\n")
+        assert box.opal("init").rc == 0
+        assert box.opal("commit", "--file", placed, "--agent", "claude", "--json").rc == 0
+        old = dict(os.environ)
+        os.environ.update({k: box.env[k] for k in ("HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")})
+        try:
+            repo = Repository.discover(box.repo)
+            stored = side_files(repo, load_state(repo, resolve(repo, "HEAD").oid))
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+        assert token.encode() not in stored["subagents/agent-a0ad4f44468bdf20d.jsonl"]
+        os.remove(placed)
+        shutil.rmtree(placed[: -len(".jsonl")])
+        for flag, present in (("--with-secrets", True), ("--no-secrets", False)):
+            out = json.loads(box.opal("export", "HEAD", "--to", "claude", flag, "--json").out)
+            written = [p for p in out["files"] if p.endswith("agent-a0ad4f44468bdf20d.jsonl")]
+            assert (token.encode() in Path(written[0]).read_bytes()) is present
+    finally:
+        box.close()
