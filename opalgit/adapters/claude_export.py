@@ -152,6 +152,7 @@ class _Writer:
         self.old_cwds: dict[str, None] = {}
         self.relinked = 0
         self.copies = 0  # lines repeating a written uuid (1.0.x continuation copies)
+        self.roots = 0  # later lines the agent wrote with parentUuid null, written so
         self.entrypoints: dict[str, None] = {}
         src_cwd = src.cwd if src is not None and src.agent == AGENT else None
         self.src_cwd = src_cwd if _is_id(src_cwd) else None
@@ -194,6 +195,9 @@ class _Writer:
             rep.convert("session_id:rewritten")
         if self.relinked:
             rep.convert("parent:relinked", self.relinked)
+        if self.roots:
+            rep.note(f"{self.roots} line(s) after the first begin a chain of their own (parentUuid null, as the agent "
+                     "wrote them): claude --resume follows the chain of the last one only")
         if self.copies:
             rep.note(f"{self.copies} line(s) repeat the uuid of an earlier one (Claude Code 1.0.x copies the "
                      "earlier session into a continuation): written back as the agent wrote them")
@@ -356,6 +360,8 @@ class _Writer:
                 # the agent itself wrote (a 1.0.x continuation) stays as it wrote it.
                 new["parentUuid"] = self.tip
                 self.relinked += 1
+            elif kind in ("user", "assistant") and self.leaf is not None:
+                self.roots += 1
             return
         if (parent not in self.written or self.inserted) and parent != self.tip:
             new["parentUuid"] = self.tip

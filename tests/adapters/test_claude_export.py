@@ -922,3 +922,15 @@ def test_side_folder_secrets_are_redacted_in_the_state():
             assert (token.encode() in Path(written[0]).read_bytes()) is present
     finally:
         box.close()
+
+
+def test_roots_the_agent_wrote_are_kept_and_said(tmp_path):
+    # claude-code-log's representative file links nothing (every parentUuid null): HEAD
+    # holds it all, the same-agent export writes it as it was, and says what Claude resumes.
+    path = FIX / "real" / "claude-code-log" / "representative_messages.jsonl"
+    result, turns = view_turns(path)
+    res = A.export(request(turns, tmp_path, session=result.session, cwd="/work/proj"))
+    conv = [r for r in records_of(res) if conversational(r)]
+    assert len(conv) == 11 and all(r["parentUuid"] is None for r in conv)
+    assert "parent:relinked" not in res.report.converted
+    assert any("10 line(s) after the first begin a chain" in n for n in res.report.notes)
