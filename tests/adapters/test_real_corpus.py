@@ -81,6 +81,8 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         XAS + "small.jsonl": "renamed calls: the Claude export orphans two results and synthesizes them",
     },
     "parallel_calls_stay_parallel": {
+        CCL + "edge_cases.jsonl": "the Gemini export merges two sequential single-call replies (a call left "
+        "unanswered, then the next reply's call) into one message",
         SHOWCASE: "the Gemini export merges three sequential single-call replies into one with three toolCalls",
         "claude/real/vibecodingtracker/claude_code.jsonl": "the Gemini export merges sequential replies' calls into "
         "one message (3 multi-call messages for 1)",
