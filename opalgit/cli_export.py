@@ -76,9 +76,10 @@ def _shell_quote(s: str) -> str:
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens (largest tool outputs first, then the oldest turns).")
 @click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
 @click.option("--with-secrets/--no-secrets", default=True, show_default=True, help="Put back the secrets this machine's vault holds (a teammate's clone has none).")
+@click.option("--pre-compaction", is_flag=True, help="To another agent: send the turns from before the session's last compaction too (the full history, when it fits --budget), not just its summary and what followed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result and the whole loss report as JSON.")
 @pass_ctx
-def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, with_secrets: bool, as_json: bool) -> None:
+def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, with_secrets: bool, pre_compaction: bool, as_json: bool) -> None:
     """Write a commit (or a turn, REV:N) as a native session of an agent, ready to resume.
 
     The session gets a fresh id, so nothing of yours is overwritten, and is written
@@ -100,7 +101,8 @@ def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: 
 
     repo = c.repo()
     rev = _at(repo, rev, at)
-    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget, with_secrets=with_secrets)
+    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget,
+                           with_secrets=with_secrets, pre_compaction=pre_compaction)
     if as_json:
         c.json(res.to_json())
         return
@@ -115,8 +117,9 @@ def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: 
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens first.")
 @click.option("--reasoning", type=click.Choice(["drop", "text"]), default="drop", show_default=True, help="Another vendor's reasoning: leave it out, or keep it as plain marked text.")
 @click.option("--with-secrets/--no-secrets", default=True, show_default=True, help="Put back the secrets this machine's vault holds.")
+@click.option("--pre-compaction", is_flag=True, help="To another agent: send the turns from before the session's last compaction too (the full history, when it fits --budget), not just its summary and what followed.")
 @pass_ctx
-def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str, with_secrets: bool) -> None:
+def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str, with_secrets: bool, pre_compaction: bool) -> None:
     """Export REV (default HEAD) to an agent and start that agent on it.
 
     \b
@@ -132,7 +135,8 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
 
     repo = c.repo()
     rev = _at(repo, rev, at)
-    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget, with_secrets=with_secrets)
+    res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget,
+                           with_secrets=with_secrets, pre_compaction=pre_compaction)
     _print_export(c, res, verb="Exported")
     exe = shutil.which(res.resume[0])
     if exe is None:

@@ -19,6 +19,7 @@ from .budget import fit
 from .errors import ConflictError, UsageError
 from .fileio import create_temp, folder_problem, replace_atomically
 from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
+from .states import side_files
 from .repo import Repository
 from .structs import dataclass
 from .tokens import estimate
@@ -96,16 +97,20 @@ def export(
     budget: int | None = None,
     session_id: str | None = None,
     with_secrets: bool = True,
+    pre_compaction: bool = False,
 ) -> ExportOutcome:
     adapter = adapters.get(to)
     oid, turns, session, branch = gather(repo, rev, with_secrets=with_secrets)
+    early = LossReport()
+    if getattr(session, "agent", None) != adapter.name:
+        turns = _after_compaction(turns, pre_compaction, budget, early)
     folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
     problem = folder_problem(folder) if cwd is not None else None
     if problem is not None:
         raise UsageError(f"--cwd {cwd}: {problem}", hint="create it first, or pass the folder you will resume from")
     if not os.path.isdir(folder):
         folder = repo.workdir or os.getcwd()
-    report = LossReport()
+    report = early
     before = after = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
     if budget is not None:
         if budget <= 0:
@@ -114,6 +119,21 @@ def export(
         turns, before, after = fitted.turns, fitted.before, fitted.after
         report.merge(fitted.report)
     sid = session_id or str(uuid.uuid4())
+    side = side_files(repo, load_state(repo, oid))
+    if side and with_secrets:
+        mapping = redaction.secret_mapping(repo)
+        side = {rel: redaction.restore_bytes(data, mapping) for rel, data in side.items()} if mapping else side
+    if side and getattr(session, "agent", None) != adapter.name:
+        # Another agent's side folders (subagent transcripts ...) have no counterpart here.
+        folders: dict[str, int] = {}
+        for rel in side:
+            top = rel.split("/")[0] if "/" in rel else "(files)"
+            folders[top] = folders.get(top, 0) + 1
+        for top, n in folders.items():
+            report.drop(f"side_folder:{top}", n)
+        report.note(f"the source session's side folders ({', '.join(folders)}) are not part of a "
+                    f"{adapter.title} session: left out")
+        side = {}
     req = ExportRequest(
         turns=turns,
         session=session,  # type: ignore[arg-type]
@@ -122,6 +142,7 @@ def export(
         env=env,
         now_ms=int(time.time() * 1000),
         reasoning=reasoning,
+        side=side,
     )
     result = adapter.export(req)
     report.merge(result.report)
@@ -149,6 +170,33 @@ def export(
     )
 
 
+def _after_compaction(turns: list[ExportTurn], full: bool, budget: int | None, report: LossReport) -> list[ExportTurn]:
+    """What another agent gets of a compacted session: by default what the source agent
+    itself sends after its last compaction (the boundary, its summary and the turns
+    after); with ``full`` every turn before it too, when that fits ``budget``.
+
+    The state holds the whole history either way; a same-agent export writes it all,
+    as the agent wrote it, and the agent applies its own compaction on resume.
+    """
+    cut = max((i for i, t in enumerate(turns) if t.normal.label == "compact-boundary"), default=None)
+    if cut is None:
+        return turns
+    earlier = sum(1 for t in turns[:cut] if t.normal.role != "meta")
+    if full:
+        total = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
+        if budget is None or total <= budget:
+            if earlier:
+                report.note(f"{earlier} turns from before the session's compaction are included (--pre-compaction)")
+            return turns
+        report.note(f"the history before the compaction (~{total} tokens in all) does not fit --budget {budget}: "
+                    "the target gets the compacted context")
+    if earlier:
+        report.drop("turn:before_compaction", earlier)
+        report.note(f"the target gets the context after the session's compaction (its summary and {earlier} fewer "
+                    "turns); --pre-compaction sends the whole history, which the state keeps")
+    return turns[cut:]
+
+
 def _chars(t: ExportTurn) -> int:
     from .model import block_chars
 
@@ -165,7 +213,7 @@ def _checkpoint(repo: Repository, agent: str, session, result: ExportResult, rep
         budget is not None
         or session is None
         or getattr(session, "agent", None) != agent
-        or len(result.files) != 1
+        or not result.files
         or not records
         or result.prefix != records
     ):

@@ -367,6 +367,15 @@ def _commit_locked(
         result.session.title, found = r.redact_text(result.session.title)
         secure(found)
 
+    # The session's side folders (subagent transcripts, tool results) are stored with
+    # the state, redacted like its records.
+    side: dict[str, bytes] = {}
+    for rel, data in result.side.items():
+        if r is not None:
+            data, found = r.redact_bytes(data)
+            secure(found)
+        side[rel] = data
+
     def item_of(rec: Record) -> Item:
         """A record redacted and encoded."""
         found: list = []
@@ -487,6 +496,7 @@ def _commit_locked(
                 [old] if old else [],
                 f"{ad.title} session {f.id[:8]}: fork at {v.leaf or '?'}\n",
                 packs=packer.tip,
+                side=side,
             )
             changes[branch_ref(fork_name)] = (old, fork_oid)
             forks.append(fork_name)
@@ -519,7 +529,7 @@ def _commit_locked(
     )
     if message is None:
         message = f"{new_turns} new turn{'s' if new_turns != 1 else ''} from {ad.title} session {result.session.id[:8]}"
-    oid = write_state(repo, header, root, [head] if head else [], message, packs=packer.tip)
+    oid = write_state(repo, header, root, [head] if head else [], message, packs=packer.tip, side=side)
     changes[branch_ref(branch)] = (head, oid)
     desc = f"commit {new_turns} new turns to {branch}"
     op = oplog.new(repo, "commit", desc, changes)

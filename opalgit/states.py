@@ -5,7 +5,7 @@ module builds on these helpers (``porcelain`` re-exports them).
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from . import adapters, codec, oplog, payloads, sequence
 from .argv import command
@@ -22,6 +22,8 @@ TURNS_TREE = "turns"
 #: The newest payload pack of the state's history: the next commit's packs continue
 #: its chain (:mod:`payloads`). Optional.
 PACKS_TREE = "packs"
+#: The session's side folders (ReadResult.side), as a tree of blobs. Optional.
+SIDE_TREE = "side"
 
 
 # ================================================================== reading states
@@ -35,6 +37,7 @@ class State:
     header: StateHeader
     root: Node | None
     packs: bytes | None = None  # the tip of the payload pack chain
+    side: bytes | None = None  # the tree of the session's side-folder files
 
     @property
     def oid(self) -> bytes:
@@ -52,7 +55,41 @@ def load_state(repo: Repository, oid: bytes) -> State:
     if TURNS_TREE in entries:
         root = Node(entries[TURNS_TREE][1], header.items, header.turns)
     packs = entries[PACKS_TREE][1] if PACKS_TREE in entries and entries[PACKS_TREE][0] else None
-    return State(commit, header, root, packs)
+    side = entries[SIDE_TREE][1] if SIDE_TREE in entries and entries[SIDE_TREE][0] else None
+    return State(commit, header, root, packs, side)
+
+
+def side_files(repo: Repository, state: State) -> dict[str, bytes]:
+    """The side-folder files a state holds: relative path -> bytes (see SIDE_TREE)."""
+    out: dict[str, bytes] = {}
+    todo = [("", state.side)] if state.side is not None else []
+    while todo:
+        prefix, tree = todo.pop()
+        for name, is_tree, oid in repo.store.read_tree(tree):
+            if is_tree:
+                todo.append((prefix + name + "/", oid))
+            else:
+                out[prefix + name] = repo.store.read_blob(oid)
+    return dict(sorted(out.items()))
+
+
+def _side_tree(repo: Repository, files: Mapping[str, bytes]) -> bytes | None:
+    """The tree of ``files`` (relative path -> bytes), or None when there are none."""
+    if not files:
+        return None
+    nested: dict = {}
+    for rel, data in files.items():
+        *dirs, name = rel.split("/")
+        node = nested
+        for d in dirs:
+            node = node.setdefault(d, {})
+        node[name] = data
+
+    def write(node: dict) -> bytes:
+        return repo.store.write_tree([(k, isinstance(v, dict), write(v) if isinstance(v, dict)
+                                       else repo.store.write_blob(v)) for k, v in node.items()])
+
+    return write(nested)
 
 
 def write_state(
@@ -63,21 +100,27 @@ def write_state(
     message: str,
     *,
     packs: bytes | None = None,
+    side: Mapping[str, bytes] | None = None,
 ) -> bytes:
-    """Write a state commit. ``packs`` is the tip of the payload pack chain; by
-    default the first parent's is carried forward."""
+    """Write a state commit. ``packs`` is the tip of the payload pack chain and
+    ``side`` the session's side-folder files; by default the first parent's are
+    carried forward."""
     store = repo.store
     from . import redaction  # (its rules cost start-up time: loaded when a state is written)
 
     # Titles, the adapter's resume state and the message enter the object too.
     header, message = redaction.redact_header(repo, header, message)
-    if packs is None and parents:
-        packs = load_state(repo, parents[0]).packs
+    first = load_state(repo, parents[0]) if parents and (packs is None or side is None) else None
+    if packs is None and first is not None:
+        packs = first.packs
+    side_tree = _side_tree(repo, side) if side is not None else (first.side if first is not None else None)
     entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode(), limit=codec.MAX_HEADER_SIZE)))]
     if root is not None:
         entries.append((TURNS_TREE, True, root.oid))
     if packs is not None:
         entries.append((PACKS_TREE, True, packs))
+    if side_tree is not None:
+        entries.append((SIDE_TREE, True, side_tree))
     tree = store.write_tree(entries)
     author, committer = repo.signatures()
     oid = store.write_commit(tree, parents, author, committer, message)

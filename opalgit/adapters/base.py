@@ -109,6 +109,9 @@ class ReadResult:
         # whose view the new lines change, and their new view. A Gemini CLI message
         # re-appended under its id supersedes its earlier line.
         self.revised: dict[int, Normal] = dict(revised or {})
+        # Files of the session's side folders (Claude Code's <session>/subagents/ ...):
+        # path relative to the folder, "/"-separated -> bytes. Stored with the state.
+        self.side: dict[str, bytes] = {}
 
     @property
     def count(self) -> int:
@@ -356,14 +359,23 @@ def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[in
         pos = stop
         # Made by a call of its own, so that this generator holds no reference to the
         # line while its consumer works on it, nor while it reads the next one.
-        yield _line_at(fh, path, first_line + i, begin, stop, sums[i])
+        # The last line may lack its newline (a whole JSON object the first pass took).
+        yield _line_at(fh, path, first_line + i, begin, stop, sums[i], i == len(offsets) - 2)
 
 
-def _line_at(fh: IO[bytes], path: str, number: int, begin: int, stop: int, crc: int) -> jsonl.Line:
+def _line_at(fh: IO[bytes], path: str, number: int, begin: int, stop: int, crc: int,
+             last: bool = False) -> jsonl.Line:
     """The line at ``begin``-``stop`` of ``fh`` (positioned at ``begin``), checked against
-    the first pass's CRC-32; read without its newline, so its bytes are not copied again."""
+    the first pass's CRC-32; read without its newline, so its bytes are not copied again.
+    The ``last`` line of the pass may have no newline (then its bytes run to ``stop``)."""
     raw = fh.read(stop - begin - 1)
-    if len(raw) != stop - begin - 1 or fh.read(1) != b"\n" or zlib.crc32(raw) != crc:
+    end = fh.read(1)
+    if last and end not in (b"\n", b"") and len(raw) == stop - begin - 1:
+        raw += end  # a whole last line without its newline
+        end = b""
+        if zlib.crc32(raw) == crc:
+            return jsonl.Line(number, begin, stop, raw, False)
+    if len(raw) != stop - begin - 1 or end != b"\n" or zlib.crc32(raw) != crc:
         raise _changed_meanwhile(path, number)
     return jsonl.Line(number, begin, stop, raw, True)
 
@@ -400,6 +412,12 @@ class LineIndex:
         offsets, sums, kinds = self.offsets, self.sums, self.kinds
         seen_json = not full
         raw = None
+        if start > 0:
+            fh.seek(start - 1)
+            if fh.read(2) in (b"}\n", b"]\n"):
+                # The newline that ends a last line committed before it had one: not a line.
+                start += 1
+                self.end = start
         for raw in iter_jsonl(fh, path, start=start, first_line=first_line):
             line = raw.line
             offsets.append(line.start)
@@ -479,11 +497,19 @@ def reopen(path: str) -> IO[bytes]:
 def iter_jsonl(fh: IO[bytes], path: str, *, start: int = 0, first_line: int = 1) -> Iterator[RawRecord]:
     """Parse JSON lines from ``start``; blank lines skipped; bad lines reported, not raised.
 
-    A last line without a newline is not yielded at all: the agent may still be
-    writing it, and a later commit will pick it up whole.
+    A last line without a newline is yielded when it is a whole JSON object (agents
+    and the tools that copy their files may leave the final newline out); one that does
+    not parse is not yielded at all: the agent may still be writing it, and a later
+    commit will pick it up whole.
     """
     for line in jsonl.iter_lines(fh, start=start, first_number=first_line):
         if not line.terminated:
+            try:
+                value = jsonl.parse(line.raw)
+            except jsonl.ParseFailure:
+                return
+            if isinstance(value, dict):
+                yield RawRecord(line, value, None)
             return
         if not line.raw.strip():
             yield RawRecord(line, None, "blank")
@@ -591,6 +617,7 @@ class ExportRequest:
     env: Mapping[str, str]  # to find the agent's home (HOME, CLAUDE_CONFIG_DIR, CODEX_HOME ...)
     now_ms: int  # export time, for file names and new timestamps
     reasoning: str = "drop"  # foreign reasoning: "drop" or "text" (kept as plain marked text)
+    side: dict[str, bytes] = field(default_factory=dict)  # the source's side-folder files (ReadResult.side)
 
 
 @dataclass

@@ -204,6 +204,25 @@ def _facts(rec: Any, names: dict[str, str]) -> dict | None:
             else:
                 v = None  # only an id matters here, and whether the key is there at all
             out[k] = v
+    # What rebuilding a reply needs (Claude Code writes each content block of one
+    # response as its own line, and a parallel call's result as a sibling line).
+    msg = rec.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if kind == "assistant" and isinstance(msg, dict) and _is_id(msg.get("id")):
+        out["mid"] = names.setdefault(msg["id"], msg["id"])
+        calls = tuple(b["id"] for b in content or () if isinstance(b, dict) and b.get("type") == "tool_use"
+                      and _is_id(b.get("id"))) if isinstance(content, list) else ()
+        if calls:
+            out["calls"] = calls
+    elif kind == "user" and isinstance(content, list):
+        answers = tuple(b["tool_use_id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                        and _is_id(b.get("tool_use_id")))
+        if answers:
+            out["answers"] = answers
+            if _is_id(rec.get("sourceToolAssistantUUID")):
+                out["source"] = names.setdefault(rec["sourceToolAssistantUUID"], rec["sourceToolAssistantUUID"])
+    elif kind == "system" and rec.get("subtype") == "compact_boundary":
+        out["boundary"] = True
     return out
 
 
@@ -437,9 +456,18 @@ def _name_hint(leaf: str, used: set[str]) -> str:
 
 
 class _Tree:
-    """The uuid tree of a whole file and the views it implies.
+    """The uuid tree of a whole file and the views it implies, rebuilt the way Claude
+    Code rebuilds a conversation when it resumes.
 
-    Built from each line's :func:`_facts` (or its parsed value: the same keys).
+    Built from each line's :func:`_facts`. Claude Code walks ``parentUuid`` up from the
+    leaf, then puts back what that walk misses (its transcript loader): the other lines
+    of every reply on the chain (one line per content block, all sharing
+    ``message.id``), the ``tool_result`` lines of their calls (a parallel call's result
+    is a sibling, its ``parentUuid`` being its own ``tool_use`` line, or named by
+    ``sourceToolAssistantUUID``), and the progress and attachment lines hanging from
+    them. So a leaf that this reattaches to another leaf's chain is not a line of
+    conversation of its own: only a genuine fork (a rewound or edited prompt, a
+    regenerated reply) makes a second view.
     """
 
     def __init__(self, values: list[Any]) -> None:
@@ -449,6 +477,9 @@ class _Tree:
         self.side: set[str] = set()
         self.last_uuid: str | None = None
         self.prompt_leaf: str | None = None
+        facts: dict[str, dict] = {}
+        last_main: str | None = None  # the last main-chain user/assistant line so far
+        known = {v["uuid"] for v in values if isinstance(v, dict) and _is_id(v.get("uuid"))}
         for i, rec in enumerate(values):
             u = rec.get("uuid") if isinstance(rec, dict) else None
             if isinstance(rec, dict) and rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
@@ -458,37 +489,120 @@ class _Tree:
                 continue
             self.uuids.append(u)
             # Claude Code keeps its messages in a map by uuid: a later line with the same uuid wins.
-            self.parent[u] = _parent_of(rec, self.last_uuid)
+            facts[u] = rec
+            parent = _parent_of(rec, self.last_uuid)
+            if (parent is None or parent not in known) and u in self.parent:
+                parent = self.parent[u]  # a later copy of a line that says less of its place
+            elif (parent is None or parent not in known) and last_main is not None and _is_candidate(rec):
+                # A second root (``parentUuid: null`` after the conversation began: a 1.0.x
+                # continuation's first line, a hand-made file that links nothing), or a parent
+                # the file does not hold (Claude Code falls back to the line written before
+                # it), continues the conversation before it in file order: no fork of it.
+                parent = last_main
+            if rec.get("boundary") and (parent is None or parent not in self.parent):
+                # A compaction whose pre-compaction leaf is not in the file (a copy, a trimmed
+                # file): the history before it is still this conversation's, so the boundary
+                # follows the last line of conversation before it, not a root of its own.
+                parent = last_main
+            self.parent[u] = parent
             self.last_uuid = u
             if _is_candidate(rec):
                 self.cands[u] = i
+                last_main = u
             if rec.get("isSidechain") is True:
                 self.side.add(u)
             else:
                 self.side.discard(u)
-        self.leaves = _leaves(self.parent, self.cands)
-        self.anc = {leaf: set(_ancestry(self.parent, leaf)) for leaf in self.leaves}
-        self.active = self._active()
+        self._index(facts)
+        leaves = _leaves(self.parent, self.cands)
+        self.ext = {leaf: self._chain(leaf) for leaf in leaves}
+        self.active = self._active(leaves)
+        # A leaf another kept leaf's chain takes in (a sibling tool result, a content-block
+        # line of a parallel reply) is part of that line of conversation.
+        order = ([self.active] if self.active else []) + [leaf for leaf in leaves if leaf != self.active]
+        self.leaves: list[str] = []
+        for leaf in order:
+            if not any(leaf in self.ext[k] for k in self.leaves):
+                self.leaves.append(leaf)
+        self.anc = {leaf: self.ext[leaf] for leaf in self.leaves}
 
-    def _active(self) -> str | None:
-        if not self.leaves:
+    def _index(self, facts: Mapping[str, dict]) -> None:
+        """The maps the reattachment needs: reply lines by message id, results by the line
+        they answer, a call's line by call id, and the children of every line."""
+        self.replies: dict[str, list[str]] = {}
+        self.mid: dict[str, str] = {}
+        self.answers: dict[str, list[str]] = {}
+        self.children: dict[str, list[str]] = {}
+        self.chatty: set[str] = set()  # user and assistant lines (everything else hangs off them)
+        self.answered: set[str] = set()  # tool-result lines
+        by_call: dict[str, str | None] = {}
+        for u, f in facts.items():
+            p = self.parent.get(u)
+            if p is not None:
+                self.children.setdefault(p, []).append(u)
+            if f.get("type") in ("user", "assistant"):
+                self.chatty.add(u)
+            if f.get("isSidechain") is True:
+                continue
+            mid = f.get("mid")
+            if mid is not None:
+                self.mid[u] = mid
+                self.replies.setdefault(mid, []).append(u)
+                for c in f.get("calls") or ():
+                    by_call[c] = u if by_call.get(c, u) == u else None  # ambiguous: no recovery by id
+        for u, f in facts.items():
+            if not f.get("answers") or f.get("isSidechain") is True:
+                continue
+            self.answered.add(u)
+            targets = {self.parent.get(u), f.get("source")} | {by_call.get(c) for c in f["answers"]}
+            for t in targets:
+                if t is not None and t in facts:
+                    self.answers.setdefault(t, []).append(u)
+
+    def _chain(self, leaf: str) -> set[str]:
+        """The leaf's ancestry plus what Claude Code reattaches to it (see the class)."""
+        chain = set(_ancestry(self.parent, leaf))
+        # Lines whose progress, attachment and system children belong to the chain: the
+        # leaf, reply and result lines, and those children themselves.
+        hangs = {u for u in chain if u == leaf or u in self.mid or u in self.answered}
+        todo = list(chain)
+        while todo:
+            u = todo.pop()
+            more: list[str] = []
+            mid = self.mid.get(u)
+            if mid is not None:
+                more += self.replies.get(mid, ())
+            more += self.answers.get(u, ())
+            if u in hangs:
+                kids = [c for c in self.children.get(u, ()) if c not in self.chatty]
+                hangs.update(kids)
+                more += kids
+            for m in more:
+                if m in chain:
+                    continue
+                hangs.add(m)
+                # With the lines between it and the chain (progress records a block hangs under).
+                for a in _ancestry(self.parent, m):
+                    if a in chain:
+                        break
+                    chain.add(a)
+                    todo.append(a)
+        return chain
+
+    def _active(self, leaves: list[str]) -> str | None:
+        if not leaves:
             return None
-        target = self.prompt_leaf
-        if target is not None and target in self.parent:
-            holding = [leaf for leaf in self.leaves if target in self.anc[leaf]]
-            if holding:
-                return holding[-1]
-        return self.leaves[-1]
+        target = self.prompt_leaf if self.prompt_leaf in self.parent else leaves[-1]
+        holding = [leaf for leaf in leaves if target in self.ext[leaf]]
+        return holding[-1] if holding else leaves[-1]
 
     def views(self) -> list[View]:
-        n = len(self.uuids)
         if not self.leaves:
-            return [View(indices=list(range(n)), leaf=None, name_hint=None)]
+            return [View(indices=list(range(len(self.uuids))), leaf=None, name_hint=None)]
         union: set[str] = set().union(*self.anc.values())
-        order = [self.active] + [leaf for leaf in self.leaves if leaf != self.active]
         views: list[View] = []
         used: set[str] = set()
-        for leaf in order:
+        for leaf in self.leaves:
             anc = self.anc[leaf]
             idx = [i for i, u in enumerate(self.uuids) if u is None or u in anc or u not in union]
             hint = None
@@ -616,6 +730,38 @@ def _session_file(path: str) -> SessionFile | None:
     if not stat.S_ISREG(st.st_mode):
         return None
     return SessionFile(AGENT, name[: -len(".jsonl")], path, st.st_mtime, st.st_size)
+
+
+#: Side files bigger than this are not stored (said in one line): a stray dump in a
+#: session folder must not grow every state.
+SIDE_FILE_LIMIT = 64 * 1024 * 1024
+
+
+def _side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
+    """The files of ``<session>/`` beside ``<session>.jsonl`` (``subagents/agent-*.jsonl``
+    and their ``.meta.json``, ``tool-results/``, whatever else Claude Code keeps per
+    session), by "/"-separated relative path. Symbolic links are not followed."""
+    folder = path[: -len(".jsonl")] if path.endswith(".jsonl") else None
+    if folder is None or not os.path.isdir(folder) or os.path.islink(folder):
+        return {}
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, files in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, folder).replace(os.sep, "/")
+            try:
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_size > SIDE_FILE_LIMIT:
+                    warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
+                    continue
+                with open(full, "rb") as fh:
+                    out[rel] = fh.read()
+            except OSError as exc:
+                warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
+    return out
 
 
 class ClaudeAdapter(Adapter):
@@ -755,8 +901,10 @@ class ClaudeAdapter(Adapter):
             return index.records(lambda: self._open(path), path, AGENT, first_line, indices,
                                  lambda i, value: normalize_record(value))
 
-        return ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
-                          produce=produce, count=count)
+        out = ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
+                         produce=produce, count=count)
+        out.side = _side_folder(path, warnings)
+        return out
 
     @staticmethod
     def _open(path: str):
@@ -792,6 +940,28 @@ class ClaudeAdapter(Adapter):
                          "~/.claude/projects, or pick the right --agent")
 
     normalize_record = staticmethod(normalize_record)
+
+    def normalize_many(self, turns: list[Turn]) -> list[Normal]:
+        """As :meth:`normalize`, except that a line repeating the uuid of an earlier
+        conversation line (a Claude Code 1.0.x continuation copies the earlier session's
+        lines under the same uuids) is bookkeeping: the conversation holds it once."""
+        out: list[Normal] = []
+        seen: set[str] = set()
+        for t in turns:
+            value: Any = t.record if t.has_record else None
+            if value is None and isinstance(t.line, bytes) and t.line.strip():
+                try:
+                    value = jsonl.parse(t.line)
+                except jsonl.ParseFailure:
+                    value = None
+            normal = normalize_record(value) if value is not None or t.has_record else self.normalize(t)
+            u = value.get("uuid") if isinstance(value, dict) else None
+            if _is_id(u) and normal.role != "meta":
+                if u in seen:
+                    normal = Normal(role="meta", blocks=normal.blocks, time=normal.time, label="continuation-copy")
+                seen.add(u)
+            out.append(normal)
+        return out
 
     # -- writing ------------------------------------------------------------------
     # The writer lives in claude_export (it imports this module, hence the late imports).

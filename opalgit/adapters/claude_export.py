@@ -84,8 +84,31 @@ def export(req: ExportRequest) -> ExportResult:
     path = os.path.join(conf, "projects", project_key(req.cwd), sid + ".jsonl")
     writer = _Writer(req)
     body = writer.run()
-    return ExportResult(files=[(path, body)], session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
+    # The session file first: files[0] is what a checkpoint of the export remembers.
+    files = [(path, body)] + _side_files(req, path[: -len(".jsonl")], writer.report)
+    return ExportResult(files=files, session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
                         prefix=writer.aligned)
+
+
+def _side_files(req: ExportRequest, folder: str, report: LossReport) -> list[tuple[str, bytes]]:
+    """The source session's side folders (subagents, tool results ...) under the new
+    session's folder, the old session id in them replaced by the new one, as the
+    session file's records are."""
+    src = req.session
+    old = src.id.encode() if src is not None and src.agent == AGENT and src.id else None
+    out = []
+    for rel, data in req.side.items():
+        parts = rel.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            report.drop("side_file:unsafe_path")  # never written outside the session's folder
+            continue
+        if old is not None and old != req.session_id.encode():
+            data = data.replace(old, req.session_id.encode())
+        out.append((os.path.join(folder, *parts), data))
+    if out:
+        report.note(f"{len(out)} side-folder file(s) written back under {os.path.basename(folder)}/ "
+                    f"({', '.join(sorted({r.split('/')[0] for r in req.side}))})")
+    return out
 
 
 class _Writer:
@@ -117,6 +140,8 @@ class _Writer:
         self.results_time: int | None = None
         self.id_map: dict[str, str] = {}  # foreign call id -> tool_use id written
         self.anon: deque[str] = deque()  # ids minted for foreign calls that had none
+        self.pos = 0  # index in req.turns of the turn being written
+        self.pulled: set[tuple[int, int]] = set()  # (turn, block) of results written ahead of their place
 
         # The assistant message being assembled from foreign blocks.
         self.reply: list[dict] = []
@@ -126,12 +151,18 @@ class _Writer:
         self.sid_changed = False
         self.old_cwds: dict[str, None] = {}
         self.relinked = 0
+        self.copies = 0  # lines repeating a written uuid (1.0.x continuation copies)
+        self.roots = 0  # later lines the agent wrote with parentUuid null, written so
+        self.entrypoints: dict[str, None] = {}
+        src_cwd = src.cwd if src is not None and src.agent == AGENT else None
+        self.src_cwd = src_cwd if _is_id(src_cwd) else None
 
     # -- the whole file -----------------------------------------------------------------
 
     def run(self) -> bytes:
         self.aligned = 0  # the first ``aligned`` lines are the first records, one for one
         for i, et in enumerate(self.req.turns):
+            self.pos = i
             turn = et.turn
             if turn.agent == AGENT and (turn.has_record or isinstance(turn.line, bytes)):
                 self._native(turn)
@@ -164,6 +195,16 @@ class _Writer:
             rep.convert("session_id:rewritten")
         if self.relinked:
             rep.convert("parent:relinked", self.relinked)
+        if self.roots:
+            rep.note(f"{self.roots} line(s) after the first begin a chain of their own (parentUuid null, as the agent "
+                     "wrote them): claude --resume follows the chain of the last one only")
+        if self.copies:
+            rep.note(f"{self.copies} line(s) repeat the uuid of an earlier one (Claude Code 1.0.x copies the "
+                     "earlier session into a continuation): written back as the agent wrote them")
+        if self.entrypoints:
+            rep.convert("entrypoint:cli", sum(1 for _ in self.entrypoints))
+            rep.note(f"entrypoint {', '.join(self.entrypoints)} written as cli: Claude Code's /resume picker hides "
+                     "sessions an SDK started")
         if self.old_cwds:
             rep.convert("cwd:rewritten")
             old = ", ".join(self.old_cwds)
@@ -201,6 +242,15 @@ class _Writer:
         new = self._envelope_fix(rec)
         u = rec.get("uuid")
         main = _is_id(u) and rec.get("isSidechain") is not True
+        if main and u in self.written:
+            # A later line under a uuid already written: Claude Code 1.0.x copies the earlier
+            # session's lines into a continuation, and its map keeps the later copy. It is the
+            # agent's own line, so it goes back as it was, outside the pairing of calls.
+            self._flush_reply()
+            self._flush_results()
+            self._put(new, raw, rec)
+            self.copies += 1
+            return
         if not main:
             self._flush_reply()
             self._flush_results()
@@ -274,8 +324,20 @@ class _Writer:
         cwd = new.get("cwd")
         if isinstance(cwd, str) and cwd != self.req.cwd:
             self.old_cwds[cwd] = None
-            new["cwd"] = self.req.cwd
+            new["cwd"] = self._relocated(cwd)
+        entry = new.get("entrypoint")
+        if isinstance(entry, str) and entry.startswith("sdk-"):
+            self.entrypoints[entry] = None
+            new["entrypoint"] = "cli"
         return new
+
+    def _relocated(self, cwd: str) -> str:
+        """The target folder for a record's ``cwd``: a subfolder of the session's folder
+        (the agent ran ``cd``) stays that subfolder of the target."""
+        base = self.src_cwd
+        if base is not None and base != "/" and cwd.startswith(base.rstrip("/") + "/"):
+            return self.req.cwd.rstrip("/") + "/" + cwd[len(base.rstrip("/")) + 1:]
+        return self.req.cwd
 
     def _put(self, new: dict, raw: bytes | None, rec: dict) -> None:
         # A line kept as bytes (JSON that does not re-render exactly) stays bytes when nothing changed.
@@ -293,9 +355,13 @@ class _Writer:
                 if _is_id(lp) and lp not in self.written:
                     new["logicalParentUuid"] = self.tip
                     self.relinked += 1
-            elif kind in ("user", "assistant") and self.leaf is not None:
+            elif kind in ("user", "assistant") and self.leaf is not None and self.inserted:
+                # A root after records opal wrote would hide them from Claude's walk; a root
+                # the agent itself wrote (a 1.0.x continuation) stays as it wrote it.
                 new["parentUuid"] = self.tip
                 self.relinked += 1
+            elif kind in ("user", "assistant") and self.leaf is not None:
+                self.roots += 1
             return
         if (parent not in self.written or self.inserted) and parent != self.tip:
             new["parentUuid"] = self.tip
@@ -321,8 +387,8 @@ class _Writer:
         if role == "tool":
             # Text beside tool results rides in their user line, after them.
             extra = [b for b in normal.blocks if b.get("type") in ("text", "image")]
-            for blk in normal.blocks:
-                if blk.get("type") not in ("text", "image"):
+            for bi, blk in enumerate(normal.blocks):
+                if blk.get("type") not in ("text", "image") and (self.pos, bi) not in self.pulled:
                     self._block(agent, blk, t)
             if extra:
                 content = self._user_content(extra)
@@ -333,7 +399,9 @@ class _Writer:
                     self._user_line(content, t)
             return
         run: list[dict] = []  # user content waiting for its line
-        for blk in normal.blocks:
+        for bi, blk in enumerate(normal.blocks):
+            if (self.pos, bi) in self.pulled:
+                continue  # a result already written with the reply it answers
             if blk.get("type") in ("text", "image") and role == "user":
                 run.append(blk)
                 continue
@@ -468,10 +536,33 @@ class _Writer:
         if self.reply and block["type"] == "text" and self.reply[-1]["type"] == "tool_use":
             self._close()  # text after a call belongs to the next response, as Claude writes it
         if not self.reply:
+            if self.pending:
+                self._pull_results()
             if self.pending or self.results:
                 self._close()  # a new response: the previous one's calls are answered first
             self.reply_time = t
         self.reply.append(block)
+
+    def _pull_results(self) -> None:
+        """Bring forward the results of the open reply's calls that the source records
+        later, after other calls (Codex runs calls side by side and records each output
+        when it ends): Claude needs every result of a reply in the user line right after
+        it, and the real result is better than a synthesized one."""
+        turns = self.req.turns
+        for j in range(self.pos + 1, len(turns)):
+            if not self.pending:
+                return
+            et = turns[j]
+            if et.turn.agent == AGENT and (et.turn.has_record or isinstance(et.turn.line, bytes)):
+                continue  # Claude's own records keep their place
+            for bi, blk in enumerate(et.normal.blocks):
+                orig = blk.get("call_id")
+                if blk.get("type") != "tool_result" or not _is_id(orig) or (j, bi) in self.pulled:
+                    continue
+                if self.id_map.get(orig, orig) in self.pending:
+                    self._result(blk, et.normal.time)
+                    self.pulled.add((j, bi))
+                    self.report.convert("tool_result:moved")
 
     def _flush_reply(self) -> None:
         if not self.reply:

@@ -113,13 +113,20 @@ def parse_call(agent: str, name: str, args: Any) -> Action | None:
 # ----------------------------------------------------------------------- apply_patch
 
 
+def _lines(text: str) -> list[str]:
+    """``text`` split on ``\n`` only, as :meth:`str.splitlines` does for ``\n``: U+2028,
+    U+2029, form feeds and the like inside a file's content are not line breaks."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def parse_patch(text: str) -> list[dict] | None:
     """Split a Codex ``apply_patch`` body into file operations, or None if malformed.
 
     Each operation: ``{"op": "add", "path", "content"}``, ``{"op": "delete", "path"}`` or
     ``{"op": "update", "path", "hunks": [(old, new), ...]}``.
     """
-    lines = text.splitlines()
+    lines = _lines(text)
     if not lines or lines[0].strip() != "*** Begin Patch":
         return None
     ops: list[dict] = []
@@ -190,11 +197,11 @@ def make_patch(action: Action, cwd: str | None) -> str | None:
     path = rel(str(action.args.get("path", "")))
     if action.kind == "write":
         body = str(action.args.get("content", ""))
-        lines = body.splitlines() or [""]
+        lines = _lines(body) or [""]
         return "*** Begin Patch\n*** Add File: " + path + "\n" + "".join("+" + ln + "\n" for ln in lines) + "*** End Patch\n"
     if action.kind == "edit":
-        old = str(action.args.get("old", "")).splitlines()
-        new = str(action.args.get("new", "")).splitlines()
+        old = _lines(str(action.args.get("old", "")))
+        new = _lines(str(action.args.get("new", "")))
         return (
             "*** Begin Patch\n*** Update File: "
             + path

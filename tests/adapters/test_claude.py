@@ -34,9 +34,9 @@ VIEWER_BIG = FIX / "claude-code-viewer" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.
 SMALL = FIX / "agent-sessions" / "small.jsonl"
 DRIFT = FIX / "agent-sessions" / "schema_drift.jsonl"
 
-# The issue-18 corpus (real/) has its own module, tests/adapters/test_real_corpus.py, where
-# what fails on it today is a strict xfail; this golden test keeps to the files it vouches for.
-ALL_FILES = sorted(p for p in FIX.rglob("*.jsonl") if "real" not in p.relative_to(FIX).parts) + [DEMO]
+# The issue-18 corpus (real/) included: every file of it reads losslessly now (what else
+# it proves is in tests/adapters/test_real_corpus.py).
+ALL_FILES = sorted(FIX.rglob("*.jsonl")) + [DEMO]
 
 A = ClaudeAdapter()
 SID = "0f0e0d0c-0b0a-4909-8807-060504030201"
@@ -85,10 +85,13 @@ def last_prompt(leaf):
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name[:28])
 def test_round_trip_every_fixture(path):
     result = A.read(str(path))
-    assert rendered(result) == path.read_bytes()
+    data = path.read_bytes()
+    # A complete last line without its newline is a record all the same (issue 18).
+    whole = data if data.endswith(b"\n") else data + b"\n"
+    assert rendered(result) == whole
     assert result.warnings == []
     assert result.end == path.stat().st_size
-    assert result.lines == len(result.records) == path.read_bytes().count(b"\n")
+    assert result.lines == len(result.records) == whole.count(b"\n")
     assert [r.line for r in result.records] == list(range(1, len(result.records) + 1))
     covered = set()
     for view in result.views:
@@ -756,7 +759,9 @@ def test_property_any_bytes_read_or_input_error(chunks, trailing_newline):
         except InputError as exc:
             assert str(exc).startswith(str(path))
             return
-        assert rendered(result) == body[: result.end]
+        # A complete last line without its newline is a record; it renders with one.
+        whole = body[: result.end]
+        assert rendered(result) == (whole if whole.endswith(b"\n") or not whole else whole + b"\n")
         for r in result.records:
             r.normal.check()
 
@@ -811,3 +816,122 @@ def test_property_extends_is_sound(records, data):
             assert second.state == full.state
             assert full.views[0].indices == first.views[0].indices + [cut + i for i in second.views[0].indices]
             assert full.views[0].leaf == second.views[0].leaf
+
+
+# ------------------------------------------------- issue 18: real files, read as Claude Code resumes them
+
+REAL = FIX / "real"
+#: A genuine Claude Code 2.1.328 session (tests/clients harness, scripted mock): one reply
+#: with two parallel calls, then after a resume one with three.
+PARALLEL = FIX / "generated" / "9e462f2f-8b1a-4e4e-aa12-5fada1611a67.jsonl"
+
+
+def _calls_and_results(records):
+    calls, results = set(), set()
+    for r in records:
+        for b in r.normal.blocks:
+            if b.get("type") == "tool_call":
+                calls.add(b["id"])
+            elif b.get("type") == "tool_result":
+                results.add(b["call_id"])
+    return calls, results
+
+
+def test_parallel_calls_are_one_line_of_conversation():
+    # Each tool_use is its own line; the first call's result is a sibling of the second
+    # call's line. Claude Code reattaches it on resume: no fork, every result on the view.
+    result = A.read(str(PARALLEL))
+    assert len(result.views) == 1
+    calls, results = _calls_and_results(result.iter_records(result.views[0].indices))
+    assert len(calls) == 5 and calls == results
+    assert result.views[0].indices == list(range(result.count))
+
+
+def test_parallel_sibling_result_written_last_is_still_one_view(tmp_path):
+    # The session ended with a sibling result as the file's last line: the leaf Claude
+    # picks is that result, and its chain still takes in the other calls and results.
+    lines = PARALLEL.read_bytes().split(b"\n")[:-1]
+    values = [json.loads(x) for x in lines]
+    cut = max(i for i, v in enumerate(values) if v.get("type") == "user" and isinstance(v["message"]["content"], list)
+              and v["message"]["content"][0].get("type") == "tool_result")
+    # Move the last result before its sibling: the file then ends with the first call's result.
+    body = lines[:cut + 1]
+    body[cut - 1], body[cut] = body[cut], body[cut - 1]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join(body) + b"\n")
+    result = A.read(str(path))
+    assert len(result.views) == 1
+    calls, results = _calls_and_results(result.iter_records(result.views[0].indices))
+    assert calls == results and len(calls) == 5
+
+
+def test_compaction_whose_logical_parent_is_not_in_the_file(tmp_path):
+    # A real session with a compaction spliced in after its first turn; the boundary names
+    # a pre-compaction leaf the file does not hold (a copied or trimmed transcript).
+    values = [json.loads(x) for x in GENERATED.read_bytes().split(b"\n")[:-1]]
+    i = next(i for i, v in enumerate(values) if v.get("type") == "user" and isinstance(v["message"]["content"], str)
+             and i > 3)
+    sid = values[i]["sessionId"]
+    boundary = {"parentUuid": None, "logicalParentUuid": "not-in-this-file", "isSidechain": False, "type": "system",
+                "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": "cb-1", "sessionId": sid,
+                "timestamp": values[i]["timestamp"], "compactMetadata": {"trigger": "manual", "preTokens": 1}}
+    summary = {"parentUuid": "cb-1", "isSidechain": False, "type": "user", "isCompactSummary": True, "uuid": "sum-1",
+               "message": {"role": "user", "content": "Summary of turn 1"}, "sessionId": sid,
+               "timestamp": values[i]["timestamp"]}
+    values[i] = dict(values[i], parentUuid="sum-1")
+    path = write(tmp_path / f"{sid}.jsonl", values[:i] + [boundary, summary] + values[i:])
+    result = A.read(str(path))
+    assert len(result.views) == 1, "the turns before the compaction are not a fork"
+    assert result.views[0].indices == list(range(result.count))
+
+
+def test_unchained_and_unterminated_real_files_are_whole():
+    # claude-code-log's fixtures: every parentUuid null, and no newline after the last line.
+    for name in ("representative_messages.jsonl", "todowrite_examples.jsonl"):
+        path = REAL / "claude-code-log" / name
+        data = path.read_bytes()
+        assert not data.endswith(b"\n")
+        result = A.read(str(path))
+        assert result.warnings == [] and result.end == len(data)
+        assert result.count == data.count(b"\n") + 1 and len(result.views) == 1
+        calls, results = _calls_and_results(result.records)
+        assert calls and calls <= results
+
+
+def test_line_committed_without_its_newline_then_continued(tmp_path):
+    # The incremental read after the agent writes the missing newline and a new line:
+    # that newline is the end of the line already read, not a blank line of its own.
+    src = (REAL / "claude-code-log" / "todowrite_examples.jsonl").read_bytes()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(src)
+    first = A.read(str(path))
+    extra = jsonl.dumps(last_prompt("assistant_006"))
+    with open(path, "ab") as fh:
+        fh.write(b"\n" + extra + b"\n")
+    more = A.read(str(path), start=first.end, first_line=first.lines + 1, state=first.state)
+    assert [r.turn.record for r in more.records] == [json.loads(extra)]
+    assert more.warnings == [] and more.end == path.stat().st_size
+
+
+def test_truncated_last_line_is_left_and_said():
+    path = REAL / "claude-code-log" / "todowrite_examples.jsonl"
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.jsonl"
+        p.write_bytes(path.read_bytes()[:-20])
+        result = A.read(str(p))
+        assert result.count == path.read_bytes().count(b"\n")
+        assert len(result.warnings) == 1 and "incomplete last line" in result.warnings[0]
+
+
+def test_continuation_copy_is_bookkeeping_for_other_agents():
+    # Claude Code 1.0.95 started a continuation by copying a line under the same uuid.
+    path = REAL / "vibecodingtracker" / "claude_code.jsonl"
+    result = A.read(str(path))
+    assert len(result.views) == 1
+    turns = [r.turn for r in result.records]
+    normals = A.normalize_many(turns)
+    labels = [n.label for n in normals]
+    assert labels.count("continuation-copy") == 1
+    i = labels.index("continuation-copy")
+    uid = turns[i].record["uuid"] if turns[i].has_record else json.loads(turns[i].line)["uuid"]
+    assert sum(1 for t in turns if (t.record if t.has_record else json.loads(t.line)).get("uuid") == uid) == 2
