@@ -209,17 +209,10 @@ def _check_resume(exp: dict, target: str, report: dict, root, got) -> None:
     assert _runs_of_calls(got) == _runs_of_calls(want), "a reply's calls were split up"
 
 
-# Adapter bugs these tests find on main today (issue 18); the fixes are on other
-# branches, and strict xfail makes each case fail loudly once its fix lands.
-_CLAUDE_PARALLEL = ("issue 18 item 1: Claude 2.1.x writes a reply's parallel calls as chained lines with "
-                    "the first call's tool_result as a sibling; opal loses that result (the Write of turn 2) "
-                    "and the export sends '[opal: this tool call has no recorded result]' "
-                    "(tool_result:synthesized, parent:relinked)")
-XFAIL: dict[tuple[str, str], str] = {
-    ("claude", "claude"): _CLAUDE_PARALLEL,
-    ("claude", "codex"): _CLAUDE_PARALLEL + "; the two calls are also written call, result, call, result (item 9)",
-    ("claude", "gemini"): _CLAUDE_PARALLEL,
-}
+# Cases that fail because of a known adapter bug, as strict xfails naming the issue, so
+# that each one fails loudly once its fix lands. None today: the Claude ones (parallel
+# results, the subagent's folder) were fixed with issue 18.
+XFAIL: dict[tuple[str, str], str] = {}
 
 
 def _matrix_params():
@@ -244,11 +237,7 @@ def test_parallel_calls_resume_in_every_agent(source, target, tmp_path):
 
 
 SAME_AGENT = [(c, s) for c, s in SCENARIOS if s != "parallel"]
-SAME_XFAIL: dict[tuple[str, str], str] = {
-    ("claude", "compact"): _CLAUDE_PARALLEL + " (after the /compact boundary)",
-    ("claude", "subagent"): ("issue 18 item 4: the same-agent export writes no <session>/subagents/ folder "
-                             "(agent-*.jsonl, .meta.json), and the loss report says nothing was dropped"),
-}
+SAME_XFAIL: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("client,scenario", [

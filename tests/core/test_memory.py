@@ -135,4 +135,6 @@ def test_a_large_line_is_checked_for_floats_without_packing_it(tail, has):
     peak = _traced_peak(lambda: jsonl._renders_alike(value, raw))
     assert peak < MB // 4, peak
     assert jsonl._holds_float(value, len(raw)) is has
-    assert jsonl.exact(value, raw)
+    # An integer past 64 bits renders alike but cannot be a record (msgpack stops at
+    # 64 bits): such a line is kept as its bytes (docs/format.md, big integers).
+    assert jsonl.exact(value, raw) is (tail != [2**70])
