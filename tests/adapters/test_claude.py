@@ -34,7 +34,9 @@ VIEWER_BIG = FIX / "claude-code-viewer" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.
 SMALL = FIX / "agent-sessions" / "small.jsonl"
 DRIFT = FIX / "agent-sessions" / "schema_drift.jsonl"
 
-ALL_FILES = sorted(FIX.rglob("*.jsonl")) + [DEMO]
+# The issue-18 corpus (real/) has its own module, tests/adapters/test_real_corpus.py, where
+# what fails on it today is a strict xfail; this golden test keeps to the files it vouches for.
+ALL_FILES = sorted(p for p in FIX.rglob("*.jsonl") if "real" not in p.relative_to(FIX).parts) + [DEMO]
 
 A = ClaudeAdapter()
 SID = "0f0e0d0c-0b0a-4909-8807-060504030201"

@@ -31,7 +31,12 @@ FIX = ROOT / "tests" / "fixtures" / "claude"
 DEMO = ROOT / "opalgit" / "demo_data" / "claude-session.jsonl"
 GENERATED = FIX / "generated" / "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl"
 # Main sessions only: subagent transcripts (agent-*.jsonl, subagents/) are not resumable on their own.
-MAIN_FILES = [p for p in sorted(FIX.rglob("*.jsonl")) if not p.name.startswith("agent-")] + [DEMO]
+# The issue-18 corpus (real/) is exported by tests/adapters/test_real_corpus.py, with today's
+# failures as strict xfails; this test keeps to the files it vouches for.
+MAIN_FILES = [
+    p for p in sorted(FIX.rglob("*.jsonl"))
+    if not p.name.startswith("agent-") and "real" not in p.relative_to(FIX).parts
+] + [DEMO]
 
 A = ClaudeAdapter()
 SID = "7e57e57e-0000-4000-8000-000000000001"

@@ -35,7 +35,9 @@ LARGE = FIX / "agent-sessions" / "large.jsonl"
 DRIFT = FIX / "agent-sessions" / "schema_drift.jsonl"
 LEGACY = FIX / "agent-sessions" / "codex_050_legacy.jsonl"
 CLAUDE_GENERATED = ROOT / "tests" / "fixtures" / "claude" / "generated" / "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl"
-ALL_FILES = sorted(FIX.rglob("*.jsonl"))
+# The issue-18 corpus (real/) has its own module, tests/adapters/test_real_corpus.py, where
+# what fails on it today is a strict xfail; this golden test keeps to the files it vouches for.
+ALL_FILES = sorted(p for p in FIX.rglob("*.jsonl") if "real" not in p.relative_to(FIX).parts)
 
 A = CodexAdapter()
 SID = "0199aaaa-bbbb-7ccc-8ddd-000000000001"
