@@ -197,6 +197,9 @@ class _Converter:
         self.out: list[dict] = []
         self.cur: dict | None = None  # the gemini message being filled
         self.pending: dict[str, dict] = {}  # call id -> toolCalls entry without a result
+        # Ids minted for calls that had none, oldest first: a result without a call id
+        # answers the oldest of them (older Codex rollouts pair calls and results by order).
+        self.anon: list[str] = []
 
     def _new_id(self) -> str:
         self.counter[0] += 1
@@ -243,6 +246,12 @@ class _Converter:
 
     def _result(self, block: dict) -> None:
         cid = block.get("call_id")
+        if not _is_id(cid):
+            open_ = [a for a in self.anon if a in self.pending]
+            named = [a for a in open_ if self.pending[a].get("name") == block.get("name")]
+            cid = (named or open_ or [None])[0]
+            if cid is not None:
+                self.anon.remove(cid)
         entry = self.pending.pop(cid, None) if _is_id(cid) else None
         if entry is None:
             self.report.drop("tool_result:orphan")
@@ -332,6 +341,8 @@ class _Converter:
                 if not isinstance(args, dict):
                     args = {"input": args}
                 cid = b.get("id") if _is_id(b.get("id")) else f"opal_call_{self._new_id()[:8]}"
+                if not _is_id(b.get("id")):
+                    self.anon.append(cid)
                 entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
                          "timestamp": self._stamp(normal)}
                 self._model(normal, False)["toolCalls"].append(entry)

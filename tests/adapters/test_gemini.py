@@ -1084,3 +1084,57 @@ def test_a_log_rewritten_between_the_passes_is_refused(tmp_path):
     with pytest.raises(InputError) as err:
         list(res.iter_records())
     assert "changed while it was being read" in str(err.value)
+
+
+# ------------------------------------------------------------- issue 18, real sessions
+
+REAL = FIX / "real"
+
+
+def test_rewind_to_a_reply_holding_its_results_does_not_warn(tmp_path):
+    """A real JSONL session (Mai0313/VibeCodingTracker): a gemini message keeps its calls'
+    results in toolCalls[].result, so a rewind to it leaves no call unanswered and says
+    nothing about an interrupted call (issue 18, 6)."""
+    from tests.conftest import opal
+
+    project = tmp_path / "p"
+    project.mkdir()
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    assert opal("init", cwd=project).returncode == 0
+    src = REAL / "vibecodingtracker" / "gemini.jsonl"
+    assert opal("commit", "--file", str(src), "--agent", "gemini", "-m", "g", cwd=project).returncode == 0
+    turns = json.loads(opal("log", "--turns", "--json", cwd=project).stdout)
+    answered = [t for t in turns if t["kind"] == "tool_call"]
+    assert answered, "the file has replies with tool calls"
+    shown = json.loads(opal("show", f"HEAD:{answered[0]['turn']}", "--json", cwd=project).stdout)
+    calls = {b["id"] for b in shown["blocks"] if b["type"] == "tool_call"}
+    assert calls and calls == {b["call_id"] for b in shown["blocks"] if b["type"] == "tool_result"}
+    proc = opal("rewind", "--to", f"HEAD:{answered[0]['turn']}", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert "without its result" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize("name", ["large.jsonl", "schema_drift.jsonl"])
+def test_codex_calls_without_ids_keep_their_results(name, tmp_path):
+    """Real older Codex rollouts (jazzyalex/agent-sessions) pair a call and its result by
+    order, with no call id: the Gemini export writes the real result into the call's
+    toolCalls entry instead of orphaning it and synthesizing an error (issue 18, 9)."""
+    from opalgit.adapters.codex import CodexAdapter
+
+    src = CodexAdapter().read(str(ROOT / "tests" / "fixtures" / "codex" / "agent-sessions" / name))
+    turns = [ExportTurn(r.turn, r.normal) for r in src.records]
+    res = A.export(ExportRequest(turns=turns, session=src.session, cwd=str(tmp_path), session_id=NEW_SID,
+                                 env={"HOME": str(tmp_path)}, now_ms=NOW))
+    assert "tool_result:synthesized" not in res.report.converted and "tool_result:orphan" not in res.report.dropped
+    msgs = [json.loads(x) for x in res.files[0][1].splitlines()[1:]]
+    entries = [tc for m in msgs for tc in m.get("toolCalls") or []]
+    want = [b["output"] for r in src.records for b in r.normal.blocks if b["type"] == "tool_result"]
+    assert len(entries) == 1 and len(want) == 1
+    got = entries[0]["result"][0]["functionResponse"]["response"]
+    assert entries[0]["status"] == "success" and got == {"output": want[0] if isinstance(want[0], str) else got["output"]}
+    assert NO_RESULT_TEXT not in json.dumps(entries)
+
+
+NO_RESULT_TEXT = "has no recorded result"
