@@ -277,22 +277,42 @@ class _Writer:
             rec = {k: v for k, v in rec.items() if k != "ordinal"}
             self.ordinals += 1
         p = rec.get("payload")
-        if rec.get("type") == "turn_context" and isinstance(p, dict) and isinstance(p.get("cwd"), str) \
-                and p["cwd"] != self.req.cwd:
-            old = p["cwd"]
-            p = dict(p, cwd=self.req.cwd)
+        moved = self._moved(rec)
+        if moved is not None:
+            assert isinstance(p, dict)
+            p = dict(p, cwd=moved)
             if isinstance(p.get("workspace_roots"), list):
-                p["workspace_roots"] = [self.req.cwd if r == old else r for r in p["workspace_roots"]]
+                p["workspace_roots"] = [self._relocate(r) or r for r in p["workspace_roots"]]
             rec = dict(rec, payload=p)
             self.report.convert("turn_context:cwd")
         self.lines.append(rec)
         self._track(rec)
 
-    def _needs_change(self, rec: dict) -> bool:
+    def _relocate(self, path: Any) -> str | None:
+        """``path`` moved with the session: the source folder, or a folder under it, with
+        its prefix mapped to the target (a subfolder stays a subfolder); None when the path
+        is elsewhere, or does not move."""
+        src = self.req.session
+        old = src.cwd if src is not None and src.agent == AGENT else None
+        if not _is_str(path) or not old or old == self.req.cwd:
+            return None
+        base = old.rstrip("/")
+        if path == old or path == base:
+            return self.req.cwd
+        if path.startswith(base + "/"):
+            return self.req.cwd.rstrip("/") + path[len(base):]
+        return None
+
+    def _moved(self, rec: dict) -> str | None:
+        """The new ``cwd`` of a ``turn_context`` that moves with the session, or None."""
         p = rec.get("payload")
-        moved = rec.get("type") == "turn_context" and isinstance(p, dict) and isinstance(p.get("cwd"), str) \
-            and p["cwd"] != self.req.cwd
-        return (rec.get("type") == "session_meta" and self.at == self.meta_index) or "ordinal" in rec or moved
+        if rec.get("type") != "turn_context" or not isinstance(p, dict):
+            return None
+        return self._relocate(p.get("cwd"))
+
+    def _needs_change(self, rec: dict) -> bool:
+        return (rec.get("type") == "session_meta" and self.at == self.meta_index) or "ordinal" in rec \
+            or self._moved(rec) is not None
 
     def _track(self, rec: Any) -> None:
         """Follow calls, outputs and task boundaries of a written-back record."""
@@ -337,8 +357,11 @@ class _Writer:
             self.report.drop("record:system")
             return
         rid = reply_id(turn)
-        if rid is None or rid != self.reply:
-            self.reply, self.reply_end = rid, None  # another reply: its calls start a new run
+        results_only = all(b.get("type") == "tool_result" for b in normal.blocks)
+        if rid != self.reply and not (rid is None and results_only):
+            # Another reply: its calls start a new run. The results of the reply being
+            # written (they may come between its calls) leave the run open.
+            self.reply, self.reply_end = rid, None
         pending: list[dict] = []
         for blk in normal.blocks:
             kind = blk.get("type")

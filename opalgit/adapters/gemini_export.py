@@ -276,7 +276,8 @@ class _Converter:
     @staticmethod
     def _fill(entry: dict, text: str, error: bool, extra: list | None = None) -> None:
         response = {"error": text} if error else {"output": text}
-        entry["result"] = [{"functionResponse": {"id": entry["id"], "name": entry["name"], "response": response}},
+        # A call of a hand-written or older file may lack an id: its response names none either.
+        entry["result"] = [{"functionResponse": {"id": entry.get("id"), "name": entry["name"], "response": response}},
                            *(extra or [])]
         entry["status"] = "error" if error else "success"
 

@@ -208,7 +208,11 @@ def test_normalize_small_fixture_kinds():
     assert n[10].blocks[0]["input"] == {"command": ["ls"]}
     assert n[11].role == "tool" and n[11].blocks[0]["output"] == [{"type": "text", "text": "a.txt\n"}]
     assert n[12].blocks[0]["name"] == "tool_search" and n[13].blocks[0]["call_id"] == "call-3"
-    assert n[14].blocks == [{"type": "other", "kind": "web_search_call"}]
+    # A web search is a call that carries its own outcome (issue 18: every call on HEAD has its result).
+    action = {"type": "search", "query": "example", "queries": ["example"], "url": None, "pattern": None}
+    assert n[14].blocks == [{"type": "tool_call", "id": "ws-1", "name": "web_search", "input": action},
+                            {"type": "tool_result", "call_id": "ws-1", "is_error": False,
+                             "output": json.dumps({"status": "completed", **action}, separators=(",", ":"))}]
     assert n[21].blocks[0]["call_id"] == "call-1" and n[23].role == "assistant"
     assert n[24].role == "meta" and n[24].label == "event_msg:agent_message"
     assert n[26].label == "compacted" and n[33].label == "response_item:agent_message"
@@ -934,3 +938,99 @@ def test_a_zst_rollout_is_produced_from_its_decompressed_copy(tmp_path):
     res = A.read(str(p))
     p.unlink()  # the records come from the copy the first pass decompressed
     assert b"".join(A.render(r.turn) + b"\n" for r in res.iter_records()) == body
+
+
+# ------------------------------------------------------------- issue 18, real rollouts
+
+REAL = FIX / "real"
+REAL_ROLLOUTS = [
+    REAL / "codex-session-view" / "rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+    REAL / "vibecodingtracker" / "codex.jsonl",
+    REAL / "vibecodingtracker-zst" / "codex.jsonl.zst",
+    REAL / "claude-code-transcripts" / "sample_codex_session.jsonl",
+    REAL / "agentsview" / "function_calls.jsonl",
+    REAL / "agentsview" / "standard_session.jsonl",
+    LARGE,
+    SMALL,
+]
+
+
+@pytest.mark.parametrize("path", REAL_ROLLOUTS, ids=lambda p: str(p.relative_to(FIX)))
+def test_same_agent_export_of_real_rollouts_keeps_every_record(path, tmp_path):
+    """A same-agent export of a real rollout: session_meta keeps every field the new id and
+    folder do not force to change (base_instructions, instructions, git, originator,
+    source, model_provider), each change is reported, and every other record comes back
+    as it was, ordinal aside: no task_complete for an unfinished task, no output for a
+    dangling call (issue 18, 5)."""
+    source, turns = _export_turns(A, path)
+    sid = str(uuid.uuid4())
+    res = A.export(_request(turns, source.session, "/new/proj", {"CODEX_HOME": str(tmp_path)}, session_id=sid))
+    out = _lines(res.files[0][1])
+    recs = [r.turn.record if r.turn.has_record else json.loads(r.turn.line) for r in source.records]
+    metas = [i for i, r in enumerate(recs) if isinstance(r, dict) and r.get("type") == "session_meta"]
+    src_meta = recs[metas[0]]["payload"]
+    want = _kept_meta(src_meta, sid, "/new/proj")
+    for key in ("timestamp", "originator", "cli_version"):  # Codex refuses a header without them
+        if not src_meta.get(key):
+            assert out[0]["payload"].get(key) and res.report.converted[f"session_meta:{key}:added"] == 1
+            want[key] = out[0]["payload"][key]
+    assert out[0]["payload"] == want
+    for key in want:
+        if key in src_meta and want[key] != src_meta[key]:
+            assert res.report.converted[f"session_meta:{key}:rewritten"] == 1
+    old = source.session.cwd
+    body = [{k: v for k, v in r.items() if k != "ordinal"} for i, r in enumerate(recs) if i != metas[0]]
+    ui = res.report.converted.get("ui_event:added", 0)
+    back = []
+    for ln in out[1:]:
+        if ln.get("type") == "turn_context" and ln["payload"].get("cwd", "").startswith("/new/proj"):
+            ln["payload"]["cwd"] = old + ln["payload"]["cwd"][len("/new/proj"):]
+            if isinstance(ln["payload"].get("workspace_roots"), list):
+                ln["payload"]["workspace_roots"] = [old if r == "/new/proj" else r for r in ln["payload"]["workspace_roots"]]
+        back.append(ln)
+    added = [ln for ln in back if ln not in body]
+    assert len(added) == ui and all(ln["payload"]["type"] in ("user_message", "agent_message") for ln in added)
+    assert [ln for ln in back if ln not in added] == body
+    assert "tool_result:synthesized" not in res.report.converted
+
+
+def test_claude_parallel_calls_become_consecutive_function_calls(tmp_path):
+    """A Claude Code 2.x reply with two calls, one line per content block under one message
+    id, whose first result was written before the second call (Claude Code runs a call
+    while the next one streams): the Codex export writes the two function_call items,
+    then their outputs, as Codex writes a reply's parallel calls (issue 18, 9)."""
+    src = ROOT / "tests" / "fixtures" / "claude" / "claude-code-viewer" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+    source, turns = _export_turns(ClaudeAdapter(), src)
+
+    def ids(et, kind, key):
+        return [b.get(key) for b in et.normal.blocks if b.get("type") == kind]
+
+    pairs = [(i, et) for i, et in enumerate(turns) if ids(et, "tool_call", "id")]
+    first, second = pairs[0][1], pairs[1][1]
+    assert first.turn.record["message"]["id"] == second.turn.record["message"]["id"]
+    a, b = ids(first, "tool_call", "id")[0], ids(second, "tool_call", "id")[0]
+    res_a = next(i for i, et in enumerate(turns) if a in ids(et, "tool_result", "call_id"))
+    moved = turns[res_a]
+    order = [et for et in turns if et is not moved]
+    order.insert(order.index(first) + 1, moved)  # result A between call A and call B
+    res = A.export(_request(order, source.session, "/new/proj", {"CODEX_HOME": str(tmp_path)}))
+    items = [ln["payload"] for ln in _lines(res.files[0][1]) if ln["type"] == "response_item"]
+    seq = [(p["type"], p["call_id"]) for p in items if p.get("call_id") in (a, b)]
+    assert seq[:2] == [("function_call", a), ("function_call", b)]
+    assert sorted(seq[2:]) == sorted([("function_call_output", a), ("function_call_output", b)])
+    _check_pairs(_lines(res.files[0][1]))
+
+
+def test_unknown_metadata_fields_are_written_back(tmp_path):
+    """Fields opal does not know, such as ``metadata.model_search_state`` beside a
+    response item's payload, come back as they were (issue 18, 10)."""
+    lines = [json.loads(x) for x in GENERATED.read_bytes().splitlines()]
+    i = next(i for i, ln in enumerate(lines) if ln["type"] == "response_item" and "metadata" in ln)
+    lines[i]["metadata"]["model_search_state"] = {"query": "gpt", "results": [{"slug": "gpt-5.5"}]}
+    lines[i]["new_top_level_field"] = [1, 2]
+    path = tmp_path / GENERATED.name
+    path.write_bytes(b"".join(json.dumps(ln, separators=(",", ":")).encode() + b"\n" for ln in lines))
+    source, turns = _export_turns(A, path)
+    res = A.export(_request(turns, source.session, source.session.cwd, {"CODEX_HOME": str(tmp_path / "h")}))
+    want = {k: v for k, v in lines[i].items() if k != "ordinal"}
+    assert want in _lines(res.files[0][1])
