@@ -1138,3 +1138,46 @@ def test_codex_calls_without_ids_keep_their_results(name, tmp_path):
 
 
 NO_RESULT_TEXT = "has no recorded result"
+
+
+def test_session_spread_over_files_after_resume_is_read_from_its_conversation(tmp_path):
+    """gemini-cli #28036: ``gemini --resume`` writes a new file with the same sessionId that
+    holds only the header and the ``<session_context>`` message, while the conversation
+    goes on in the original. The session opal finds, by id or by folder, is the real
+    session (Mai0313/VibeCodingTracker), not the newer stub (issue 18, 6)."""
+    src = REAL / "vibecodingtracker" / "gemini.jsonl"
+    data = src.read_bytes()
+    head = json.loads(data.split(b"\n", 1)[0])
+    cwd = str(tmp_path / "proj")
+    os.makedirs(cwd)
+    chats = tmp_path / "home" / ".gemini" / "tmp" / project_hash(cwd) / "chats"
+    chats.mkdir(parents=True)
+    original = chats / f"session-2026-04-23T12-52-{head['sessionId'][:8]}.jsonl"
+    original.write_bytes(data)
+    stub = chats / f"session-2026-04-23T13-49-{head['sessionId'][:8]}.jsonl"
+    stub.write_bytes(dump([dict(head, startTime="2026-04-23T13:49:00.000Z"),
+                           user("ctx-1", "<session_context>\nThis is the Gemini CLI. ...</session_context>")]))
+    os.utime(original, (1_776_948_000, 1_776_948_000))
+    os.utime(stub, (1_776_949_000, 1_776_949_000))  # the stub is the newer file
+    env = {"HOME": str(tmp_path / "home")}
+    assert A.find_session(head["sessionId"], env).path == str(original)
+    assert [f.path for f in A.find_sessions(cwd, env)] == [str(original)]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18, 6: a $set.messages batch of several turns is one record, "
+                   "normalized as one 'system' turn; it needs one record per message, as a legacy .json has")
+def test_set_batches_mixed_with_bare_message_records(tmp_path):
+    """Gemini CLI 0.58 writes messages both as ``{"$set": {"messages": [...]}}`` batches and
+    as bare message lines after them: the session is the batch plus every line after it,
+    as the CLI's loadConversationRecord replays it (issue 18, 6). The real session
+    (Mai0313/VibeCodingTracker) with its first messages folded into one batch reads as
+    the same conversation."""
+    src = REAL / "vibecodingtracker" / "gemini.jsonl"
+    lines = [json.loads(x) for x in src.read_bytes().splitlines()]
+    first_user = [i for i, r in enumerate(lines) if r.get("type") == "user"][1]  # a batch of several turns
+    batch = [r for r in lines[1:first_user + 1] if "id" in r and "type" in r]
+    rest = lines[first_user + 1:]
+    mixed = write(tmp_path / "mixed.jsonl", [lines[0], {"$set": {"messages": batch}}, *rest])
+    want = [(r.normal.role, r.normal.blocks) for r in A.read(str(src)).records if r.normal.role != "meta"]
+    got = [(r.normal.role, r.normal.blocks) for r in A.read(str(mixed)).records if r.normal.role != "meta"]
+    assert got == want and len(got) > len(batch)
