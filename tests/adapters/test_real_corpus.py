@@ -44,7 +44,6 @@ ACID = XREAL + "codex-session-view/"
 GEMINI_NO_ID = "gemini/real/agentsview/tool_calls.json"
 UNCHAINED = "records without parentUuid: each becomes its own view"
 LEAF_ONLY = "HEAD is the last leaf of an unchained file: the answered calls are on fork branches"
-ORPHANED = "the Gemini export orphans a result HEAD holds and synthesizes one"
 NO_NEWLINE = "the complete last line has no trailing newline: left uncommitted as if still being written"
 
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
@@ -86,8 +85,6 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
     "no_synthesized_result_where_head_has_it": {
         XREAL + "agentsview/function_calls.jsonl": "two calls sharing one call_id: the Claude and Gemini exports "
         "synthesize both results",
-        CAS + "large.jsonl": "a tool_use/tool_result pair without ids: " + ORPHANED,
-        CAS + "schema_drift.jsonl": "top-level tool_use/tool_result records: " + ORPHANED,
         XAS + "small.jsonl": "call ids trimmed to one placeholder shared by three calls: the call left unanswered in "
         "order gets an error result (Gemini); renamed calls: the Claude export orphans two results",
     },
