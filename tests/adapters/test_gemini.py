@@ -1181,3 +1181,26 @@ def test_set_batches_mixed_with_bare_message_records(tmp_path):
     want = [(r.normal.role, r.normal.blocks) for r in A.read(str(src)).records if r.normal.role != "meta"]
     got = [(r.normal.role, r.normal.blocks) for r in A.read(str(mixed)).records if r.normal.role != "meta"]
     assert got == want and len(got) > len(batch)
+
+
+@pytest.mark.parametrize("rel, agent, groups", [
+    ("codex/real/vibecodingtracker/codex.jsonl", "codex", 0),
+    ("codex/real/codex-session-view/rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl", "codex", 0),
+    ("claude/real/claude-code-log/minimal_showcase/55550000-0000-4000-8000-000000000001.jsonl", "claude", 1),
+    ("claude/claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl", "claude", 2),
+])
+def test_replies_keep_their_calls_in_gemini_exports(rel, agent, groups, tmp_path):
+    """Real sessions to Gemini: a reply's several calls are one message with several
+    toolCalls, each with its result, and a call made after earlier results (a reply of
+    its own) is a message of its own, never merged into the previous one (issue 18, 9)."""
+    from opalgit.adapters import get
+
+    src = get(agent).read(str(ROOT / "tests" / "fixtures" / rel))
+    turns = [ExportTurn(src.records[i].turn, src.records[i].normal) for i in src.views[0].indices]
+    res = A.export(ExportRequest(turns=turns, session=src.session, cwd=str(tmp_path), session_id=NEW_SID,
+                                 env={"HOME": str(tmp_path)}, now_ms=NOW))
+    msgs = [json.loads(x) for x in res.files[0][1].splitlines()[1:]]
+    multi = [m for m in msgs if len(m.get("toolCalls") or []) > 1]
+    assert len(multi) == groups
+    assert all(tc.get("result") for m in multi for tc in m["toolCalls"])
+    assert "tool_result:synthesized" not in res.report.converted
