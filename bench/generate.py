@@ -185,23 +185,30 @@ class Corpus:
 class Project:
     """The files the agent works on: a few are hot (read again and again)."""
 
-    def __init__(self, corpus: Corpus, rng: random.Random, root: str, n_files: int = 60) -> None:
+    def __init__(self, corpus: Corpus, rng: random.Random, root: str, n_files: int = 60, *,
+                 big: bool = False) -> None:
         self.rng = rng
         self.corpus = corpus
         self.root = root
         self.paths = [f"{root}/src/{_ident(rng)}/{_ident(rng)}.py" for _ in range(n_files)]
         self.files: dict[str, list[str]] = {}
         for p in self.paths:
-            n = int(min(1500, max(20, rng.lognormvariate(5.0, 0.9))))
+            # ``big``: the files of a real project an agent keeps coming back to (a
+            # median of ~400 lines, 16 KB, up to 4,000), not the bench's small modules.
+            n = int(min(4000, max(40, rng.lognormvariate(6.0, 0.8)))) if big else int(
+                min(1500, max(20, rng.lognormvariate(5.0, 0.9))))
             self.files[p] = rng.choices(corpus.code, k=n)
-        # Zipf-like popularity: the first files are read far more often.
-        self.weights = [1.0 / (i + 1) ** 1.1 for i in range(n_files)]
+        # Zipf-like popularity: the first files are read far more often (``big``: all
+        # sixty are, a real session's working set, each read again and again).
+        self.weights = [1.0 / (i + 1) ** (0.3 if big else 1.1) for i in range(n_files)]
 
     def pick(self) -> str:
         return self.rng.choices(self.paths, weights=self.weights, k=1)[0]
 
-    def numbered(self, path: str, limit: int = 2000) -> str:
+    def numbered(self, path: str, limit: int = 2000, *, arrow: bool = False) -> str:
         lines = self.files[path][:limit]
+        if arrow:  # Claude Code's Read: `cat -n` with the number right-aligned and an arrow
+            return "\n".join(f"{i:>6}\u2192{line}" for i, line in enumerate(lines, 1))
         return "\n".join(f"{i}\t{line}" for i, line in enumerate(lines, 1))
 
     def content(self, path: str) -> str:
@@ -297,6 +304,32 @@ def _b64(rng: random.Random, n: int) -> str:
     return base64.b64encode(rng.getrandbits(n * 8).to_bytes(n, "little")).decode()
 
 
+#: The session shapes (``--profile``). "realistic" is the bench's original session,
+#: "lean" its short-output variant; the others stress one thing each, and "real" mixes
+#: them prompt by prompt (the large real-shaped session of the memory rows).
+PROFILES = ("realistic", "lean", "reads", "outputs", "edits", "images", "small", "huge", "parallel", "real")
+#: Steps of each shape, by kind and weight (the two original profiles draw as before).
+_KINDS: dict[str, tuple[tuple[str, float], ...]] = {
+    # Sixty files of a real project read again and again, Claude's way: the numbered
+    # text in the tool_result and the raw file in toolUseResult.file.content.
+    "reads": (("read", 0.93), ("edit", 0.03), ("bash", 0.02), ("grep", 0.02)),
+    "outputs": (("bash", 0.75), ("read", 0.15), ("grep", 0.10)),
+    # Edits of large files: Claude keeps the whole file before the edit (originalFile).
+    "edits": (("edit", 0.70), ("read", 0.20), ("bash", 0.10)),
+    "images": (("image", 0.45), ("read", 0.30), ("bash", 0.25)),
+    "small": (("read", 0.42), ("bash", 0.28), ("grep", 0.12), ("edit", 0.13), ("write", 0.05)),
+    # A few enormous outputs among ordinary steps.
+    "huge": (("read", 0.40), ("bash", 0.28), ("grep", 0.12), ("edit", 0.13), ("write", 0.05), ("huge", 0.02)),
+    "parallel": (("read", 0.42), ("bash", 0.28), ("grep", 0.12), ("edit", 0.13), ("write", 0.05)),
+}
+_KINDS["realistic_mix"] = _KINDS["parallel"]
+#: What a prompt cycle of the "real" profile does (huge outputs: one step in 500).
+_REAL_MIX = (("reads", 0.35), ("realistic_mix", 0.2), ("parallel", 0.15), ("edits", 0.1), ("outputs", 0.08),
+             ("small", 0.07), ("images", 0.05))
+#: Profiles whose project has real-sized files, read Claude's way (numbered with an arrow).
+_BIG_FILES = ("reads", "edits", "huge", "parallel", "real", "images", "outputs")
+
+
 class _Base:
     """Shared state of one generated session."""
 
@@ -304,12 +337,18 @@ class _Base:
 
     def __init__(self, seed: int, *, profile: str = "realistic", session_id: str | None = None,
                  cwd: str | None = None, start_ms: int = 1_790_000_000_000) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
         self.rng = random.Random(seed)
         self.seed = seed
         self.profile = profile
+        # What the current prompt cycle does: the profile, or for "real" one of the
+        # shapes, drawn again at every prompt (a real session moves between them).
+        self.mode = "realistic" if profile == "real" else profile
         self.corpus = Corpus(self.rng)
         self.cwd = cwd or f"/home/dev/work/{_ident(self.rng).replace('_', '-')}"
-        self.project = Project(self.corpus, self.rng, self.cwd)
+        self.project = Project(self.corpus, self.rng, self.cwd, big=profile in _BIG_FILES)
+        self.images: list[str] = []  # base64 screenshots, some shown again
         self.session_id = session_id or _uuid4(self.rng)
         self.now = start_ms
         self.system_prompt = self.corpus.paragraph(60 if profile == "lean" else 140)
@@ -332,22 +371,51 @@ class _Base:
                           "input_schema": {"type": "object", "properties": props, "required": list(props)[:1]}})
         return tools
 
+    def next_mode(self) -> None:
+        """For the "real" profile: what this prompt cycle does."""
+        if self.profile == "real":
+            modes, weights = zip(*_REAL_MIX)
+            self.mode = self.rng.choices(modes, weights=weights, k=1)[0]
+
+    @property
+    def lean(self) -> bool:
+        return self.mode in ("lean", "small")
+
     # What the agent does in one step: (tool kind, output text, extra info).
     def _tool_step(self) -> dict:
         r = self.rng
         c = self.corpus
-        lean = self.profile == "lean"
-        k = r.random()
+        lean = self.lean
+        mode = self.mode
+        if mode in _KINDS:  # the shapes: the kinds of step in other proportions
+            kinds, weights = zip(*_KINDS[mode])
+            kind = r.choices(kinds, weights=weights, k=1)[0]
+            if self.profile == "real" and r.random() < 0.002:
+                kind = "huge"
+            k = {"read": 0.0, "bash": 0.5, "grep": 0.75, "edit": 0.9, "write": 0.99}.get(kind, -1.0)
+            if kind == "image":
+                img = self._image_step()
+                if self.agent == "claude":
+                    return img
+                return {"kind": "bash", "command": f"base64 {img['path']}", "output": img["data"]}
+            if kind == "huge":
+                return self._huge_step()
+        else:
+            k = r.random()
         if k < 0.42:
             path = self.project.pick()
-            out = self.project.numbered(path, 40 if lean else 2000)
+            big = self.profile in _BIG_FILES
+            out = self.project.numbered(path, 40 if lean else 2000, arrow=big)
             raw = "\n".join(self.project.files[path][:40]) + "\n" if lean else self.project.content(path)
             return {"kind": "read", "path": path, "output": out, "raw": raw}
         if k < 0.70:
             cmd = r.choice(("pytest -q", "git diff", "ls -la src", "make build", "git log --oneline -20",
                             "python -m mypy src", "cat setup.cfg", "npm test"))
-            size = int(r.lognormvariate(5.5 if lean else 8.6, 1.0))
-            size = min(size, 800 if lean else 120_000)
+            if mode == "outputs":  # a build log, a test run, an MCP tool's dump: 16 KB to 4 MB
+                size = min(int(r.lognormvariate(11.0, 1.1)), 4 << 20)
+            else:
+                size = int(r.lognormvariate(5.5 if lean else 8.6, 1.0))
+                size = min(size, 800 if lean else 120_000)
             out = c.unique_log(size) if r.random() < 0.35 else c.text_of_size(c.logs, size)
             return {"kind": "bash", "command": cmd, "output": out}
         if k < 0.82:
@@ -365,7 +433,29 @@ class _Base:
         return {"kind": "write", "path": path, "content": content,
                 "output": f"File created successfully at: {path}"}
 
+    def _image_step(self) -> dict:
+        """A screenshot read: random bytes as base64 (nothing to compress); one in three
+        is one shown before, byte for byte."""
+        r = self.rng
+        if self.images and r.random() < 0.33:
+            data = r.choice(self.images)
+        else:
+            data = _b64(r, min(int(r.lognormvariate(11.5, 0.8)), 1 << 20))
+            self.images.append(data)
+            del self.images[:-12]
+        path = f"{self.cwd}/screenshots/{_ident(r)}.png"
+        return {"kind": "image", "path": path, "data": data, "output": f"[image {path}]"}
+
+    def _huge_step(self) -> dict:
+        """One enormous output (a dump, a minified bundle): 4 to 12 MB of barely
+        repeating log, stored twice in a Claude record as every Bash output is."""
+        r = self.rng
+        out = self.corpus.unique_log(r.randint(4 << 20, 12 << 20))
+        return {"kind": "bash", "command": "cat build/bundle.log", "output": out}
+
     def steps_in_prompt(self) -> int:
+        if self.mode == "small":
+            return self.rng.randint(6, 30)
         return self.rng.randint(2, 14)
 
     # Subclasses: header(), prompt_cycle(), continuation hooks.
@@ -465,10 +555,15 @@ class ClaudeSession(_Base):
         del r
 
     def prompt_cycle(self) -> None:
+        self.next_mode()
         r = self.rng
         c = self.corpus
-        lean = self.profile == "lean"
+        lean = self.lean
         prompt = c.paragraph(r.randint(1, 6))
+        content: object = prompt
+        if self.mode == "images" and r.random() < 0.5:  # a screenshot pasted into the prompt
+            content = [{"type": "text", "text": prompt}, {"type": "image", "source": {
+                "type": "base64", "media_type": "image/png", "data": self._image_step()["data"]}}]
         t = self.tick(20_000, 600_000)
         self.meta({"type": "queue-operation", "operation": "enqueue", "timestamp": t, "sessionId": self.session_id,
                    "content": prompt})
@@ -476,7 +571,7 @@ class ClaudeSession(_Base):
                    "sessionId": self.session_id})
         self.prompt_id = _uuid4(r)
         prompt_uuid = self.chained({"promptId": self.prompt_id, "type": "user",
-                                    "message": {"role": "user", "content": prompt},
+                                    "message": {"role": "user", "content": content},
                                     "permissionMode": "default"}, turn=True)
         # Context injected with every prompt: the same long snapshot each time.
         if not lean or r.random() < 0.2:
@@ -507,20 +602,44 @@ class ClaudeSession(_Base):
         c = self.corpus
         msg_id = f"msg_{r.getrandbits(96):024x}"
         if r.random() < 0.7:
-            thinking = c.paragraph(r.randint(1, 3) if self.profile == "lean" else r.randint(2, 25))
+            thinking = c.paragraph(r.randint(1, 3) if self.lean else r.randint(2, 25))
             self.assistant(msg_id, {"type": "thinking", "thinking": thinking,
-                                    "signature": _b64(r, r.randint(100, 300) if self.profile == "lean" else r.randint(200, 700))},
+                                    "signature": _b64(r, r.randint(100, 300) if self.lean else r.randint(200, 700))},
                            None)
         if r.random() < 0.4:
             self.assistant(msg_id, {"type": "text", "text": c.paragraph(r.randint(1, 3))}, None)
-        s = self._tool_step()
-        call_id = f"toolu_{r.getrandbits(96):024x}"
+        # Parallel tool calls: Claude Code 2.1.x writes each tool_use block of the one
+        # message as a record of its own, then each result as a record of its own.
+        n = r.randint(2, 6) if self.mode == "parallel" else 1
+        calls = []
+        for _ in range(n):
+            s = self._tool_step()
+            call_id = f"toolu_{r.getrandbits(96):024x}"
+            name, inp, result, content = self._claude_call(s)
+            call_uuid = self.assistant(msg_id, {"type": "tool_use", "id": call_id, "name": name, "input": inp},
+                                       "tool_use", call=True)
+            calls.append((call_id, call_uuid, result, content))
+        for call_id, call_uuid, result, content in calls:
+            self.chained({"promptId": self.prompt_id, "type": "user",
+                          "message": {"role": "user", "content": [{"tool_use_id": call_id, "type": "tool_result",
+                                                                   "content": content, "is_error": False}]},
+                          "toolUseResult": result, "sourceToolAssistantUUID": call_uuid}, turn=True)
+
+    def _claude_call(self, s: dict) -> tuple[str, dict, dict, object]:
+        """A step as Claude Code records it: the tool's name and input, its
+        ``toolUseResult`` and the ``tool_result`` content the model saw."""
         kind = s["kind"]
+        content: object = s["output"]
         if kind == "read":
             name, inp = "Read", {"file_path": s["path"]}
             result = {"type": "text", "file": {"filePath": s["path"], "content": s["raw"],
                                                "numLines": s["raw"].count("\n"), "startLine": 1,
                                                "totalLines": s["raw"].count("\n")}}
+        elif kind == "image":
+            name, inp = "Read", {"file_path": s["path"]}
+            result = {"type": "image", "file": {"base64": s["data"], "type": "image/png",
+                                                "originalSize": len(s["data"]) * 3 // 4}}
+            content = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": s["data"]}}]
         elif kind == "bash":
             name, inp = "Bash", {"command": s["command"], "description": f"Run {s['command']}"}
             result = {"stdout": s["output"], "stderr": "", "interrupted": False, "isImage": False,
@@ -541,12 +660,7 @@ class ClaudeSession(_Base):
             name, inp = "Write", {"file_path": s["path"], "content": s["content"]}
             result = {"type": "create", "filePath": s["path"], "content": s["content"], "structuredPatch": [],
                       "originalFile": None}
-        call_uuid = self.assistant(msg_id, {"type": "tool_use", "id": call_id, "name": name, "input": inp}, "tool_use",
-                                   call=True)
-        self.chained({"promptId": self.prompt_id, "type": "user",
-                      "message": {"role": "user", "content": [{"tool_use_id": call_id, "type": "tool_result",
-                                                               "content": s["output"], "is_error": False}]},
-                      "toolUseResult": result, "sourceToolAssistantUUID": call_uuid}, turn=True)
+        return name, inp, result, content
 
 
 # ------------------------------------------------------------------------------- Codex
@@ -573,7 +687,8 @@ class CodexSession(_Base):
     def prompt_cycle(self) -> None:
         r = self.rng
         c = self.corpus
-        lean = self.profile == "lean"
+        self.next_mode()
+        lean = self.lean
         self.now += r.randint(20_000, 600_000)
         turn_id = _uuid4(r)
         prompt = c.paragraph(r.randint(1, 6))
@@ -671,6 +786,7 @@ class GeminiSession(_Base):
     def prompt_cycle(self) -> None:
         r = self.rng
         c = self.corpus
+        self.next_mode()
         self.now += r.randint(20_000, 600_000)
         prompt = c.paragraph(r.randint(1, 6))
         self.emit({"id": _uuid4(r), "timestamp": self.tick(), "type": "user", "content": [{"text": prompt}]}, turn=True)
@@ -778,8 +894,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", help="about this many bytes (50M, 1G ...)")
     ap.add_argument("--turns", type=int, help="exactly this many turns")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--profile", choices=("realistic", "lean"), default="realistic",
-                    help="lean: short tool outputs and fewer snapshots (many turns in few bytes)")
+    ap.add_argument("--profile", choices=PROFILES, default="realistic",
+                    help="the session's shape: lean (short outputs, many turns in few bytes), reads, outputs, "
+                         "edits, images, small, huge, parallel, or real (all of them, prompt by prompt)")
     ap.add_argument("--out", help="file to write (default: the agent's own file name in the current folder)")
     args = ap.parse_args(argv)
     if not args.size and not args.turns:

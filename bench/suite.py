@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import generate as gen
-from .util import ROOT, Proc, Row, hermetic_env, isolated_python, machine, markdown, median, objects_bytes, run, table
+from .util import (ROOT, Proc, Row, hermetic_env, isolated_python, machine, markdown, median, objects_bytes, run,
+                   run_measured, table)
 
 MB = 1 << 20
 BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers")
@@ -38,6 +39,18 @@ ROW_IDS = (
     "read.diff", "memory", "hooks", "peers.time", "peers.tool_calls",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
+#: The Claude session shapes the memory benchmark imports besides the bench's own
+#: (bench/generate.py's profiles), each held to the memory target: row memory.<shape>.
+MEMORY_SHAPES = {
+    "real": "the large real-shaped session: every shape below, prompt by prompt",
+    "reads": "sixty files read again and again, each read stored twice",
+    "outputs": "tool outputs of 16 KB to 4 MB",
+    "edits": "edits of large files carrying originalFile",
+    "images": "screenshots as base64, some shown again",
+    "small": "many small turns",
+    "huge": "a few outputs of 4 to 12 MB, each stored twice",
+    "parallel": "parallel tool calls, one content block per line",
+}
 
 ORJSON_PARSE = """
 import sys
@@ -71,6 +84,7 @@ class Config:
     fork_turns: int = 10
     floor_runs: int = 7
     only: set[str] | None = None
+    shapes: set[str] | None = None  # the memory rows' session shapes (None: all)
 
     @property
     def main_size(self) -> int:
@@ -577,18 +591,25 @@ class Bench:
     def bench_memory(self) -> None:
         size = self.cfg.memory_size
         # The target is stated for the Claude session; the other agents' formats are
-        # informative rows (every adapter reads in two passes).
-        for agent in ("claude", "codex", "gemini"):
-            st = self.session(agent, size=size)
-            claude = agent == "claude"
-            repo = self.fresh_repo("memory" if claude else f"memory-{agent}")
-            p = self.opal("commit", "--file", st.path, "--json", cwd=repo).check()
+        # informative rows (every adapter reads in two passes). Every shape of Claude
+        # session (bench/generate.py's profiles) is held to the same target: the
+        # streaming must not depend on what the session does.
+        runs = [("memory", "claude", "realistic", ""), ("memory.codex", "codex", "realistic", " codex"),
+                ("memory.gemini", "gemini", "realistic", " gemini")]
+        runs += [(f"memory.{shape}", "claude", shape, f" {shape}-shaped Claude") for shape in MEMORY_SHAPES
+                 if self.cfg.shapes is None or shape in self.cfg.shapes]
+        if self.cfg.shapes is not None and "realistic" not in self.cfg.shapes:
+            runs = [r for r in runs if r[2] != "realistic"]
+        for rid, agent, profile, label in runs:
+            st = self.session(agent, size=size, profile=profile)
+            repo = self.fresh_repo(rid.replace(".", "-"))
+            p = run_measured([*self.opal_cmd, "commit", "--file", st.path, "--json"], cwd=repo, env=self.env).check()
             res = json.loads(p.out)
-            label = size_label(st.bytes) if claude else f"{size_label(st.bytes)} {agent}"
-            self.row(Row("memory" if claude else f"memory.{agent}", f"peak RSS of opal commit --file, {label} session",
-                         p.maxrss, "B", st.bytes, "file size", target=0.5 if claude else None,
-                         note=f"import took {p.wall:.1f} s (cpu {p.cpu:.1f} s), {res['turns']} turns",
-                         extra={"wall": p.wall, "cpu": p.cpu, "turns": res["turns"]}))
+            self.row(Row(rid, f"peak RSS of opal commit --file, {size_label(st.bytes)}{label} session",
+                         p.maxrss, "B", st.bytes, "file size", target=None if agent != "claude" else 0.5,
+                         note=f"import took {p.wall:.1f} s (cpu {p.cpu:.1f} s), {res['turns']} turns"
+                              f"{'; ' + MEMORY_SHAPES[profile] if profile in MEMORY_SHAPES else ''}",
+                         extra={"wall": p.wall, "cpu": p.cpu, "turns": res["turns"], "profile": profile}))
             shutil.rmtree(repo)
 
     # --------------------------------------------------------------------- 7 hooks
@@ -926,6 +947,8 @@ def main(argv: list[str] | None = None) -> int:
                                     "at the second largest, memory at the largest")
     ap.add_argument("--runs", type=int, help="runs per timing, the median is reported (default 3; --quick: 1)")
     ap.add_argument("--only", help=f"comma-separated benchmarks: {','.join(BENCHMARKS)}")
+    ap.add_argument("--shapes", help="the memory benchmark's session shapes, comma-separated (default: all; "
+                                     f"realistic means the three agents' own sessions): {','.join(MEMORY_SHAPES)}")
     ap.add_argument("--out", help="write the results as JSON to this file")
     ap.add_argument("--markdown", help="write the results table as Markdown to this file")
     ap.add_argument("--workdir", help="work folder (kept; generated sessions are reused from it)")
@@ -942,6 +965,11 @@ def main(argv: list[str] | None = None) -> int:
         unknown = cfg.only - set(BENCHMARKS)
         if unknown:
             ap.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    if args.shapes:
+        cfg.shapes = {s.strip() for s in args.shapes.split(",") if s.strip()}
+        unknown = cfg.shapes - set(MEMORY_SHAPES) - {"realistic"}
+        if unknown:
+            ap.error(f"unknown shape(s): {', '.join(sorted(unknown))}")
     workdir = os.path.abspath(args.workdir) if args.workdir else tempfile.mkdtemp(prefix="opal-bench-")
     os.makedirs(workdir, exist_ok=True)
     t0 = time.perf_counter()

@@ -54,6 +54,37 @@ def run(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] |
                     out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
 
 
+# Runs a command and writes its own peak RSS and CPU time to argv[1]. Linux carries a
+# process's peak RSS across fork and exec (it is the max with its parent's at the
+# fork), so a child of the bench, whose own memory holds generated sessions, reported
+# at least the bench's peak: the memory rows measured the bench. Started from this
+# small interpreter, the command's floor is this interpreter's ~10 MB.
+_RSS_PROBE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{os.waitstatus_to_exitcode(status)} {ru.ru_maxrss} {ru.ru_utime + ru.ru_stime}")
+"""
+
+
+def run_measured(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> Proc:
+    """:func:`run`, with the command's own peak RSS and CPU time (see ``_RSS_PROBE``); its
+    wall time includes the small interpreter that starts it (~15 ms)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as facts:
+        p = run([sys.executable, "-S", "-c", _RSS_PROBE, facts.name, *argv], cwd=cwd, env=env)
+        text = facts.read().split()
+    if len(text) != 3:
+        raise RuntimeError(f"{' '.join(argv[:6])}: the RSS probe reported nothing: {p.err.strip()[-800:]}")
+    p.argv, p.rc, p.maxrss, p.cpu = list(argv), int(text[0]), int(text[1]) * 1024, float(text[2])
+    return p
+
+
 # What pip (distlib) writes for a console script: the ``opal`` a user runs.
 _CONSOLE_SCRIPT = """#!{python}
 # -*- coding: utf-8 -*-

@@ -192,6 +192,9 @@ def drop(repo: Repository, range_text: str, *, squash_message: str | None = None
         if squash_message is not None:
             if not squash_message.strip():
                 raise UsageError("squash needs a summary message (-m)")
+            from . import redaction
+
+            squash_message = redaction.redact_text_for(repo, squash_message)
             text = (
                 f"[opal: turns {first_n}-{last_n} of this session were squashed into this summary]\n"
                 f"{squash_message.strip()}"

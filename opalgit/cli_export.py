@@ -166,7 +166,9 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
 
     Redacted secrets show with their placeholder; a secret still in clear (committed
     before a rule existed, or with redaction off) is listed as such, and 'opal push'
-    refuses to send it. Rules: docs/redaction.md.
+    refuses to send it. Turns, state headers (titles) and commit messages are
+    scanned. Exit code 9 when a secret is in clear, 0 otherwise. Rules:
+    docs/redaction.md.
 
     \b
     Examples:
@@ -178,9 +180,11 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
 
     repo = c.repo()
     res = redaction.scan_states(repo, [resolve(repo, rev).oid], rev, history=history)
+    # A script (or CI) can tell "secrets in clear" without parsing: exit 9, the push gate's code.
+    code = redaction.SecretsFoundError.exit_code if res.leaks else 0
     if as_json:
         c.json(res.to_json())
-        return
+        raise SystemExit(code)
     c.out(f"scanned {res.turns} records in {res.states} states of {rev}")
     for r in res.redacted:
         c.out(f"  redacted   {r['kind']:22} {r['turn']:16} {r['placeholder']}")
@@ -189,4 +193,44 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
     if not res.redacted and not res.leaks:
         c.out("no secrets found")
     elif res.leaks:
-        c.out(c.style(f"{len(res.leaks)} secret(s) in clear: 'opal push' will refuse them; remove them with 'opal drop' or 'opal trim'", fg="red"))
+        c.out(c.style(f"{len(res.leaks)} secret(s) in clear: 'opal push' will refuse them; "
+                      "'opal secrets purge' moves them into the vault", fg="red"))
+    raise SystemExit(code)
+
+
+@secrets.command("purge", context_settings=CONTEXT)
+@click.argument("branches", nargs=-1, metavar="[BRANCH]...")
+@click.option("--dry-run", is_flag=True, help="Say which branches and how many states would be rewritten; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+def secrets_purge(c: Ctx, branches: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Take secrets committed in clear out of the history, into the vault.
+
+    Every state that holds a secret a rule finds (in its turns, payloads, header or
+    message), and every state after it, is written again as if the secret had been
+    redacted when it was committed: the secret goes to this machine's vault, the
+    state holds its placeholder. Branches (default: all) move to the new states in
+    one operation, each only if it still is where it was read; 'opal undo' puts
+    the old states back until they are garbage-collected. Then 'opal push' can send
+    them. States already pushed stay on the remote as they are: rotate the secret.
+
+    \b
+    Examples:
+      opal secrets purge
+      opal secrets purge main --dry-run
+    """
+    from . import redaction
+
+    res = redaction.purge(c.repo(), branches, dry_run=dry_run)
+    if as_json:
+        c.json(res.to_json())
+        return
+    if not res.branches:
+        c.out("no secret in clear: nothing to purge")
+        return
+    verb = "would rewrite" if dry_run else "rewrote"
+    c.out(f"{verb} {res.states} state(s) on {len(res.branches)} branch(es)")
+    for name, (old, new) in res.branches.items():
+        c.out(f"  {name}: {old.hex()[:10]}" + ("" if dry_run else f" -> {new.hex()[:10]}"))
+    if not dry_run:
+        c.out(f"{res.secrets} secret(s) moved into the vault ({', '.join(res.kinds)}); 'opal undo' puts them back")

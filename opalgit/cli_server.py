@@ -45,9 +45,20 @@ def _span(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _json(info: dict | None, path: str) -> dict:
-    return {"running": info is not None, "socket": path, "mode": client.mode(),
-            **({k: info[k] for k in ("pid", "started", "idle", "served")} if info else {})}
+def _json(info: dict | None, path: str, state: str = "up", pid: int = 0) -> dict:
+    out = {"running": info is not None, "socket": path, "mode": client.mode(),
+           **({k: info[k] for k in ("pid", "started", "idle", "served")} if info else {})}
+    if state in ("stopped", "silent"):
+        out.update(answering=False, state=state, pid=pid)
+    return out
+
+
+def _silent(state: str, pid: int, path: str) -> list[str]:
+    who = f"Command server {pid}" if pid else f"The command server at {path}"
+    how = "is stopped (SIGSTOP)" if state == "stopped" else f"does not answer within {client.wait_for(os.environ):g} s"
+    return [f"{who} {how}.",
+            "  Commands run in their own process; the next one starts a server that takes its socket.",
+            "  'opal server stop' ends it."]
 
 
 @cli.group("server", context_settings=CONTEXT)
@@ -76,9 +87,13 @@ def server_status(c: Ctx, as_json: bool) -> None:
       opal server status --json
     """
     path, key = _where()
-    info = client.server_info(path, key)
+    state, found = client.probe(path, key)
+    info = found if state == "up" else None
     if as_json:
-        c.json(_json(info, path))
+        c.json(_json(info, path, state, found if isinstance(found, int) else 0))
+        return
+    if state in ("stopped", "silent"):
+        c.out(_silent(state, found, path))
         return
     if info is None:
         c.out("No command server runs for this Python and environment.")
@@ -141,18 +156,31 @@ def server_stop(c: Ctx) -> None:
       opal server stop
     """
     path, key = _where()
-    info = client.server_info(path, key)
-    if info is None:
+    state, found = client.probe(path, key)
+    if state == "none":
         c.out("No command server runs for this Python and environment.")
         return
-    pid = info["pid"]
+    pid = found["pid"] if state == "up" else found  # type: ignore[index]
+    # Where /proc can tell, even a server that answered is checked (the number it gives
+    # is its command process's parent, which is another process if the server just died).
+    checkable = os.path.isdir("/proc/self")
+    if (state != "up" or checkable) and not (pid and client.our_server(pid, path)):
+        # Only a process that is verifiably this user's server for this socket is sent
+        # a signal; the one listening here cannot be told apart from any other.
+        how = "answers" if state == "up" else "does not answer"
+        raise OpalError(f"the process listening at {path} {how} but cannot be identified as "
+                        f"your command server{f' (pid {pid})' if pid else ''}",
+                        hint=f"remove {path}: the next command starts a new server")
     try:
         os.kill(pid, signal.SIGTERM)
+        if state != "up":  # a stopped server acts on SIGTERM once it is continued
+            os.kill(pid, signal.SIGCONT)
     except ProcessLookupError:
         pass
     deadline = time.monotonic() + WAIT
-    while os.path.exists(path) and client.server_info(path, key) is not None:
+    while os.path.exists(path) and client.probe(path, key, 1.0)[0] != "none":
         if time.monotonic() > deadline:
-            raise OpalError(f"the command server {pid} did not stop within {WAIT:.0f} s")
+            raise OpalError(f"the command server {pid} did not stop within {WAIT:.0f} s",
+                            hint=f"see {path}.log")
         time.sleep(0.02)
     c.out(f"Stopped command server {pid}.")

@@ -8,7 +8,9 @@ Importing this module attaches the commands to :data:`opalgit.cli.cli`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -41,9 +43,10 @@ def hooks_group() -> None:
 
 
 @hooks_group.command("install", context_settings=CONTEXT)
+@click.option("--shared", is_flag=True, help="Install into a hooks folder that other repositories share too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
-def hooks_install(c: Ctx, as_json: bool) -> None:
+def hooks_install(c: Ctx, shared: bool, as_json: bool) -> None:
     """Install the post-commit, post-rewrite and pre-push hooks into this repository.
 
     They go where git looks for hooks (core.hooksPath if set, else .git/hooks, shared
@@ -52,14 +55,23 @@ def hooks_install(c: Ctx, as_json: bool) -> None:
     exit status is kept. The hooks run this same opal (this Python interpreter),
     falling back to 'opal' on PATH. Sets opal up first if needed.
 
+    A core.hooksPath set in your global or system git config, or pointing outside
+    this repository, is shared with other repositories: opal refuses it unless
+    --shared (the hooks then do nothing in repositories without opal).
+
+    git waits for opal's part of a hook at most hooks.timeout seconds (post-commit,
+    post-rewrite; 2 unless set), then that work goes on in the background, in order;
+    the pre-push hook is stopped after hooks.pushTimeout seconds (60 unless set).
+
     \b
     Examples:
       opal hooks install
       git commit -m "parser"      # now also records the agent state
       opal at HEAD                # the state recorded with it
+      opal hooks install --shared # core.hooksPath is ~/.githooks, for every repository
     """
-    repo, created = hooks.ensure_repo(c.cwd)
-    changes = hooks.install(repo, os.environ, sys.executable)
+    repo, created = hooks.ensure_repo(c.cwd, os.environ, shared=shared)
+    changes = hooks.install(repo, os.environ, sys.executable, shared=shared)
     if as_json:
         c.json({"initialized": created, "hooks": [h.to_json() for h in changes]})
         return
@@ -71,6 +83,11 @@ def hooks_install(c: Ctx, as_json: bool) -> None:
         c.out(f"  {h.name:13} {h.action}{': ' + h.detail if h.detail else ''}")
     if repo.workdir and (folder + os.sep).startswith(repo.workdir.rstrip(os.sep) + os.sep) and not folder.startswith(repo.common_dir):
         c.note(f"{folder} is inside your working tree (core.hooksPath): git status shows the shims")
+    why = hooks.shared_hooks_path(repo, os.environ)
+    if why:
+        c.note(f"{why}: the hooks do nothing in repositories without opal")
+    if any(os.path.lexists(os.path.join(folder, n)) for n in ("h", "husky.sh")) and os.path.basename(folder) == "_":
+        c.note("husky writes this folder again on 'npm install' (its prepare script): run 'opal hooks install' after it")
     c.out("From now on 'git commit' records the agent state too; 'opal hooks uninstall' undoes this.")
 
 
@@ -102,24 +119,42 @@ def hooks_status(c: Ctx, as_json: bool) -> None:
     """Show whether opal's hooks are in place, and what they chain to.
 
     States: installed; outdated (opal's, but written by another opal installation:
-    'opal hooks install' refreshes it); missing; foreign (another hook, not chained).
+    'opal hooks install' refreshes it); missing; foreign (another hook, not chained);
+    displaced (a hook manager such as pre-commit or lefthook installed its hook and
+    moved opal's aside: 'opal hooks install' chains it again).
 
     \b
     Examples:
       opal hooks status
       opal hooks status --json
     """
+    from . import hookqueue
+
     repo = c.repo()
     sts = hooks.status(repo, os.environ, sys.executable)
     with_code = hooks._truthy(repo.config_get("push.withCode"))
+    waiting = hookqueue.pending(repo.opal_dir)
+    failed = hookqueue.failures(repo.opal_dir)
+    shared = hooks.shared_hooks_path(repo, os.environ)
     if as_json:
-        c.json({"hooks": [s.to_json() for s in sts], "push_with_code": with_code})
+        c.json({
+            "hooks": [s.to_json() for s in sts], "push_with_code": with_code, "shared": shared,
+            "pending": [{"hook": j.hook, "pid": j.pid, "data": j.data} for j in waiting],
+            "failures": failed,
+        })
         return
     c.out(f"Hooks folder: {os.path.dirname(sts[0].path)}")
     for s in sts:
         extra = f" (runs {os.path.basename(s.chained)} first)" if s.chained and s.state != "missing" else ""
         c.out(f"  {s.name:13} {s.state}{extra}")
     c.out(f"push.withCode: {'on: git push also pushes the current state branch' if with_code else 'off'}")
+    if shared:
+        c.out(f"Shared: {shared}")
+    for j in waiting:
+        c.out(f"Still to do: {j.hook} (process {j.pid}{', ' + j.data['code'][:7] if j.data.get('code') else ''})")
+    for f in failed[-10:]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(f.get("time", 0)))
+        c.out(f"Failed {when}: {f.get('hook')}: {f.get('message')}")
     if any(s.state != "installed" for s in sts):
         c.note("run 'opal hooks install' to install or refresh them")
 
@@ -136,19 +171,58 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _run_hook(c: Ctx, name: str, fn) -> None:
+class HookStopped(Exception):
+    """The shim stopped this hook (SIGTERM after hooks.pushTimeout)."""
+
+
+def _stop(signum, frame):  # noqa: ARG001
+    raise HookStopped()
+
+
+def _run_hook(c: Ctx, name: str, args: dict) -> None:
+    """Hook ``name``'s work in its turn (hooks.run_in_turn); whatever happens, one line
+    on stderr at most, exit status 0. A failure after the shim stopped waiting is kept
+    for 'opal hooks status' and the next hook run."""
+    from . import hookqueue
+
+    repo = None
+    said = hookqueue.shim_waiting(os.environ.get("OPAL_HOOK_OUTPUT"))
     try:
         repo = Repository.discover(c.cwd)
-        res = fn(repo)
-        if res.message:
-            click.echo(_one_line(res.message), err=True)
+        for f in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
+            said_then = f"opal: an earlier {f.get('hook')} hook failed in the background: {f.get('message')}"
+            click.echo(_one_line(said_then), err=True)
+        shim = os.environ.get("OPAL_HOOK_SHIM", "")
+        shim_pid = int(shim) if shim.isdigit() else None
+        data = hooks.job_data(repo, name, args, shim_pid)
+        if data is None:
+            return
+        res = hooks.run_in_turn(repo, name, data, os.environ, shim_pid)
+        for line in (res.message or "").splitlines():
+            click.echo(_one_line(line), err=True)
+        return
     except NothingToDoError:
-        pass
+        return
+    except (HookStopped, KeyboardInterrupt):
+        # The shim stopped it and said so (or the user pressed Ctrl-C): nothing to keep.
+        click.echo(f"opal: {name} hook stopped before it ended (git is not affected)", err=True)
+        return
     except OpalError as exc:
         hint = f"; {exc.hint}" if exc.hint else ""
-        click.echo(_one_line(f"opal: {name} hook skipped: {exc.message}{hint} (git is not affected)"), err=True)
+        line = _one_line(f"opal: {name} hook skipped: {exc.message}{hint} (git is not affected)")
     except Exception as exc:  # any bug: still one line, and the git command goes on
-        click.echo(_one_line(f"opal: {name} hook failed: {type(exc).__name__}: {exc} (git is not affected)"), err=True)
+        line = _one_line(f"opal: {name} hook failed: {type(exc).__name__}: {exc} (git is not affected)")
+    click.echo(line, err=True)
+    # Where to keep it: the repository's, or (opal could not even open it) the folder of
+    # the shim's output file, which is that repository's opal folder.
+    output = os.environ.get("OPAL_HOOK_OUTPUT") or ""
+    opal_dir = repo.opal_dir if repo is not None else (os.path.dirname(output) if output else None)
+    if opal_dir and os.path.isdir(opal_dir):
+        said = said and hookqueue.shim_waiting(output)
+        try:
+            hookqueue.record_failure(opal_dir, name, line, said=said)
+        except OSError:
+            pass
 
 
 def _stdin_lines() -> list[str]:
@@ -167,7 +241,7 @@ def hook_post_commit(c: Ctx) -> None:
     Examples:
       opal hook post-commit       # run by .git/hooks/post-commit
     """
-    _run_hook(c, "post-commit", lambda repo: hooks.post_commit(repo, os.environ))
+    _run_hook(c, "post-commit", {})
 
 
 @hook_group.command("post-rewrite", context_settings=CONTEXT)
@@ -182,8 +256,7 @@ def hook_post_rewrite(c: Ctx, kind: str) -> None:
     Examples:
       opal hook post-rewrite rebase < rewritten-list
     """
-    lines = _stdin_lines()
-    _run_hook(c, "post-rewrite", lambda repo: hooks.post_rewrite(repo, kind, lines))
+    _run_hook(c, "post-rewrite", {"kind": kind, "lines": _stdin_lines()})
 
 
 @hook_group.command("pre-push", context_settings=CONTEXT)
@@ -197,8 +270,12 @@ def hook_pre_push(c: Ctx, remote_name: str, url: str) -> None:
     Examples:
       opal hook pre-push origin git@example.com:team/app.git < ref-lines
     """
-    lines = _stdin_lines()
-    _run_hook(c, "pre-push", lambda repo: hooks.pre_push(repo, os.environ, remote_name, url, lines))
+    # The shim runs this beside itself, where the shell leaves Ctrl-C ignored: a push
+    # stops on Ctrl-C, and on the shim's SIGTERM after hooks.pushTimeout, and the git
+    # it runs stops with it (subprocess kills its child when the wait is interrupted).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
+    _run_hook(c, "pre-push", {"remote": remote_name, "url": url, "lines": _stdin_lines()})
 
 
 # ------------------------------------------------------------------------------ at
@@ -415,6 +492,8 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
 #: Settings opal itself reads, and how their values are checked.
 KNOWN_KEYS = {
     "push.withcode": ("bool", "git push also pushes the current state branch (through the pre-push hook)"),
+    "hooks.timeout": ("seconds", "how long git commit waits for opal's post-commit and post-rewrite hooks (2)"),
+    "hooks.pushtimeout": ("seconds", "how long git push waits for opal's pre-push hook before it is stopped (60)"),
     "push.namespace": ("name", "prefix of your branch names on remotes: NAME/BRANCH ('user': from your git e-mail)"),
 }
 _BOOLS = {"true": "true", "yes": "true", "on": "true", "1": "true", "false": "false", "no": "false", "off": "false", "0": "false"}
@@ -430,6 +509,11 @@ def _check_config(key: str, value: str) -> str:
         if norm is None:
             raise UsageError(f"{key} takes true or false, not {value!r}")
         return norm
+    if kind == "seconds":
+        v = value.strip()
+        if not v or v.startswith(".") or v.count(".") > 1 or not v.replace(".", "").isdigit():
+            raise UsageError(f"{key} takes a number of seconds (such as 2 or 0.5), not {value!r}")
+        return v
     if kind == "name" and value not in ("", "user"):
         from .refs import check_branch_name
 
@@ -456,6 +540,11 @@ def config(c: Ctx, key: str | None, value: str | None, unset: bool, list_: bool)
     Settings:
       push.withCode BOOL     plain 'git push' also pushes the current state branch
       push.namespace NAME    push your branches as NAME/BRANCH ('user': your git e-mail's name)
+      hooks.timeout SECONDS  git commit waits this long for opal's hooks, then they go on
+                             in the background (2)
+      hooks.pushTimeout SECONDS
+                             git push waits this long for the pre-push hook, which is
+                             then stopped (60)
       remote.NAME.url URL    a remote for state only (see 'opal clone-state')
 
     Getting (or unsetting) a key that is not set is an error (exit status 1).

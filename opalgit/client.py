@@ -15,7 +15,17 @@ interpreter has loaded already (os, sys, marshal and the socket's C module). Whe
 the server cannot take the command (none running, a different interpreter or
 environment, code changed on disk, a socket not this user's own), the command runs in
 this process as it always did, and a server is started in the background for the next
-one. Nothing is ever run twice: a command the server accepted is never retried here.
+one. Nothing is ever run twice: the server's process for a command waits for this
+process's go-ahead (:data:`GO`) before it runs anything, so a command this process
+gave up waiting for can run here, and one it let go is never retried here.
+
+Every wait for the server has a deadline (:func:`wait_for`): a server that does not
+answer (stopped, wedged) is said in one line on stderr and passed over for a while,
+the command runs here, and a new server takes its socket for the next commands.
+Signals reach the command at every moment: before the go-ahead a signal ends this
+process as it would have ended the command, which has not started anywhere; after
+it, the command's process is sent them. The command's process ends with this one
+(see :mod:`opalgit.server`), even if this one is killed.
 
 ``OPAL_SERVER=off`` turns all of this off; with the environment variable ``CI`` set a
 server is used if one runs but never started. Commands at an interactive terminal
@@ -31,35 +41,24 @@ import marshal
 import os
 import sys
 
-#: Bumped whenever the request or the reply changes shape.
-PROTOCOL = 1
+from .serverkey import PROTOCOL, confined, package_dir, process_context, server_key  # noqa: F401
 
 #: Values of OPAL_SERVER that turn the server off.
 OFF = ("0", "off", "no", "false", "never")
 
-#: Environment variables the server's own process depends on, beyond what each command
-#: is given: the interpreter's settings and locale, and where libgit2 looks for git's
-#: configuration (it reads HOME and XDG_CONFIG_HOME once, when pygit2 is imported). A
-#: server serves only clients whose values match its own; each command still gets the
-#: client's whole environment.
-KEY_VARS = ("HOME", "XDG_CONFIG_HOME", "LANG")
-KEY_PREFIXES = ("PYTHON", "LC_", "GIT_CONFIG")
-
 # Replies, one byte each, then a 4-byte little-endian integer.
 ACCEPTED, REFUSED, EXITED = b"A", b"R", b"X"
+#: The client's one byte after ACCEPTED: the command's process runs the command only
+#: once it has it. A client that gave up waiting closes the connection instead, and
+#: the command's process, which gets end-of-file, exits without running anything.
+GO = b"G"
 
-
-def package_dir() -> str:
-    return os.path.dirname(os.path.abspath(__file__))
-
-
-def server_key(env: "os._Environ[str] | dict[str, str]", package: str | None = None) -> str:
-    """What a server must share with a client to run its commands: the interpreter and
-    its options (``-O``, ``-X dev``...), this package's location (or ``package``), and
-    the environment variables in :data:`KEY_VARS`."""
-    parts = [f"protocol={PROTOCOL}", sys.executable, sys.version, repr(sys.flags), package or package_dir()]
-    parts += sorted(f"{k}={v}" for k, v in env.items() if k in KEY_VARS or k.startswith(KEY_PREFIXES))
-    return "\n".join(parts)
+#: How long a client waits for a server to take its command, in seconds (OPAL_SERVER_WAIT).
+WAIT_DEFAULT = 2.0
+WAIT_MAX = 600.0
+#: How long a server that did not answer is passed over without being tried, in seconds
+#: (unless a new server has taken its socket by then, which the next command uses).
+PASSED_OVER_FOR = 60.0
 
 
 def runtime_dir(env: "os._Environ[str] | dict[str, str]") -> str:
@@ -101,6 +100,8 @@ def mode() -> str:
     """``off``, ``use`` (use a running server, start none) or ``auto`` (the default)."""
     value = os.environ.get("OPAL_SERVER", "").strip().lower()
     if value in OFF or not hasattr(os, "fork"):  # the server forks a process per command
+        return "off"
+    if value != "on" and confined():
         return "off"
     if value in ("", "auto") and os.environ.get("CI"):
         return "use"
@@ -187,11 +188,16 @@ def main() -> None:
     env = os.environ
     key = server_key(env)
     path = socket_path(env, key)
-    code = _try_server(path, key, args)
-    if code is not None:
-        sys.exit(code)
-    if how == "auto":
-        spawn(path, key)
+    try:
+        outcome = _try_server(path, key, args)
+        if isinstance(outcome, int):
+            sys.exit(outcome)
+        if outcome is not None:  # a server that does not answer: nothing silent
+            os.write(2, f"opal: {outcome}; this command runs in its own process\n".encode("utf-8", "replace"))
+        if how == "auto":
+            spawn(path, key)  # a new server takes the socket of one that did not answer
+    except KeyboardInterrupt:  # Ctrl-C before the command began anywhere: nothing ran
+        sys.exit(130)
     _run_here()
 
 
@@ -205,37 +211,122 @@ def _request(key: str, args: list[str]) -> bytes | None:
     streams = []
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         streams.append((getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict"))
+    import _signal
+
+    # What a process of its own would have inherited from this one's parent: the signals
+    # it ignores (nohup's SIGHUP, a background job's SIGINT) and those it blocks. Taken
+    # before this process sets its own handlers.
+    ignored = sorted(n for n in _signal.valid_signals() if _signal.getsignal(n) == _signal.SIG_IGN)
+    mask = sorted(_signal.pthread_sigmask(_signal.SIG_BLOCK, []))
     return marshal.dumps({
         "protocol": PROTOCOL, "op": "run", "key": key, "argv0": sys.argv[0], "args": args, "cwd": cwd,
-        "env": dict(os.environ), "umask": umask, "streams": streams,
+        "env": dict(os.environ), "umask": umask, "streams": streams, "ignored": ignored, "mask": mask,
+        "path": list(sys.path), "orig_argv": list(getattr(sys, "orig_argv", sys.argv)),
     })
 
 
-def connect(path: str):  # -> _socket.socket | None
-    """A connection to the server at ``path``, or None (no server, or not a safe one)."""
+def wait_for(env: "os._Environ[str] | dict[str, str]") -> float:
+    """How long a client waits for the server to take its command (OPAL_SERVER_WAIT, in
+    seconds, 0.05 to 600): past it the command runs in the client's own process."""
+    try:
+        value = float(env.get("OPAL_SERVER_WAIT", WAIT_DEFAULT))
+    except ValueError:
+        value = WAIT_DEFAULT
+    return min(max(value, 0.05), WAIT_MAX) if value == value else WAIT_DEFAULT
+
+
+class NotAnswering(Exception):
+    """A server is there but does not take connections in time (its queue is full)."""
+
+
+def connect(path: str, timeout: float | None = None):  # -> tuple[_socket.socket, int] | None
+    """A connection to the server at ``path`` and the server's process id (0 where the
+    system does not say), or None (no server, or not a safe one). Raises
+    :class:`NotAnswering` when the server does not take the connection in time."""
     import _socket
 
     if not private_dir(os.path.dirname(path), create=False):
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock.settimeout(wait_for(os.environ) if timeout is None else timeout)
     try:
         sock.connect(path)
+    except (BlockingIOError, TimeoutError):  # a listener whose queue is full: it takes none
+        sock.close()
+        raise NotAnswering from None
     except OSError:
         sock.close()
         return None
-    return sock
+    pid = 0
+    peercred = getattr(_socket, "SO_PEERCRED", None)
+    if peercred is not None:  # Linux: the process that listens, as the kernel knows it
+        creds = sock.getsockopt(_socket.SOL_SOCKET, peercred, 12)
+        pid, uid = int.from_bytes(creds[:4], "little"), int.from_bytes(creds[4:8], "little")
+        if uid != os.getuid():
+            sock.close()
+            return None
+    return sock, pid
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (``T``: stopped, ``t``: stopped by a debugger,
+    ``R``/``S``/``D``: running or waiting), or None where it cannot be told."""
+    if pid <= 0:
+        return None
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        return data.rsplit(b")", 1)[1].split()[0].decode("ascii")
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _stopped(pid: int) -> bool:
+    return process_state(pid) in ("T", "t")
+
+
+def await_reply(sock, deadline: float, server: int) -> tuple[bytes, int] | str | None:
+    """The server's reply, read before ``deadline`` (a ``time.monotonic()``); a sentence
+    saying why not if the server does not answer by then or is stopped (looked at every
+    quarter of a second, first after 50 ms); None if it hung up."""
+    import _socket
+    import time
+
+    step = 0.05
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return f"the command server{f' {server}' if server else ''} did not answer within " \
+                   f"{wait_for(os.environ):g} s"
+        sock.settimeout(min(left, step))
+        step = 0.25
+        try:
+            if not sock.recv(1, _socket.MSG_PEEK):  # the reply comes whole: peek, then read it
+                return None
+        except TimeoutError:
+            if _stopped(server):
+                return f"the command server {server} is stopped (kill -CONT {server} resumes it)"
+            continue
+        sock.settimeout(max(deadline - time.monotonic(), 0.05))
+        return read_reply(sock)
+
 
 
 # The wire, both ways: a message is its length (4 bytes, little-endian) and its bytes
 # (a request, or the server's description of itself); a reply is one kind byte and a
-# signed 4-byte number. The file descriptors of a request travel with its first bytes.
+# signed 4-byte number. The client's three standard streams travel with its go-ahead.
 
 
-def send_message(sock, payload: bytes, fds: tuple[int, ...] = ()) -> None:
+def send_message(sock, payload: bytes, fds: tuple[int, ...] = (), head: bytes | None = None) -> None:
+    """``payload`` after its length, or after ``head`` (the go-ahead) when given."""
     import _socket
     import struct
 
-    head = struct.pack("<I", len(payload))
+    if head is None:
+        head = struct.pack("<I", len(payload))
     rights = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))] if fds else []
     sock.sendmsg([head], rights)
     view = memoryview(payload)
@@ -275,62 +366,244 @@ def read_reply(sock) -> tuple[bytes, int] | None:
 
 
 #: The signals a command's process is sent when this process gets them: Ctrl-C and
-#: friends reach this process (the terminal's foreground), not the server's.
-FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+#: friends reach this process (the terminal's foreground), not the server's. A signal
+#: this process was started ignoring is ignored by the command too, and not passed on.
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
 
 
-def _try_server(path: str, key: str, args: list[str]) -> int | None:
-    """The command's exit code if the server ran it; None if it did not take it."""
-    sock = connect(path)
-    if sock is None:
-        return None
-    import signal
+class _Interrupted(Exception):
+    """A signal came before the command's process had the go-ahead: nothing ran, and
+    the signal is this process's own (see :func:`_try_server`)."""
 
-    # From the request on, a signal is held, then sent to the command's process once
-    # the server names it: a Ctrl-C between the two is not lost, nor does it kill this
-    # process while the command runs on without it.
-    pid = 0
-    held: list[int] = []
 
-    def relay(signum: int, _frame: object) -> None:
-        if pid:
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass
-        else:
-            held.append(signum)
+class _Relay:
+    """Where this process's signals go while the server has its command.
 
-    before = {name: signal.signal(getattr(signal, name), relay) for name in FORWARDED}
+    ``waiting``: no go-ahead yet; the first signal ends the wait (:class:`_Interrupted`)
+    and the command, which started nowhere, ends as it would have, of that signal.
+    ``served``: the command's process is sent each signal (Ctrl-Z stops it with this
+    process, and ``fg`` continues both). ``done``: this process decided; a signal is held
+    for it, and ends it before the command runs here.
+    """
+
+    def __init__(self, ignored: list[int]) -> None:
+        import _signal
+
+        self.state = "waiting"
+        self.pid = 0
+        self.pidfd = -1
+        self.sent: list[int] = []
+        self.held: list[int] = []
+        self.signals = [getattr(_signal, n) for n in FORWARDED if hasattr(_signal, n)]
+        self.signals = [n for n in self.signals if n not in ignored]
+        self.suspends = hasattr(_signal, "SIGTSTP") and _signal.SIGTSTP not in ignored
+        self.before: dict[int, object] = {}
+
+    def done(self, value):
+        self.state = "done"
+        return value
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        if self.state == "served":
+            self.send(signum)
+            return
+        self.held.append(signum)
+        if self.state == "waiting":
+            self.state = "done"
+            raise _Interrupted
+
+    def send(self, signum: int) -> None:
+        import _signal
+
+        if signum not in (_signal.SIGSTOP, _signal.SIGCONT):
+            self.sent.append(signum)
+        try:
+            if self.pidfd >= 0:  # the very process, even if its number were reused
+                _signal.pidfd_send_signal(self.pidfd, signum)
+            else:
+                os.kill(self.pid, signum)
+        except OSError:
+            pass
+
+    def suspend(self, signum: int, _frame: object) -> None:
+        """Ctrl-Z: stop the command's process, then this one; continue both on ``fg``."""
+        import _signal
+
+        served = self.state == "served"
+        if served:
+            self.send(_signal.SIGSTOP)
+        _signal.signal(signum, _signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # this process stops here until it is continued
+        _signal.signal(signum, self.suspend)
+        if served:
+            self.send(_signal.SIGCONT)
+
+    def install(self) -> None:
+        import _signal
+
+        for signum in self.signals:
+            self.before[signum] = _signal.signal(signum, self)
+        if self.suspends:
+            self.before[_signal.SIGTSTP] = _signal.signal(_signal.SIGTSTP, self.suspend)
+
+    def restore(self) -> None:
+        import _signal
+
+        for signum, handler in self.before.items():
+            _signal.signal(signum, handler)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+def _interrupted(signum: int) -> int:
+    """How the client of a served command that ended of a signal passed on to it ends:
+    Ctrl-C's status 130, as opal's own handling of it gives; the others by the signal
+    itself, which by default ends the process, as the command's own process ended."""
+    import _signal
+
+    if signum != _signal.SIGINT:
+        _signal.signal(signum, _signal.SIG_DFL)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+    return 128 + signum
+
+
+def _try_server(path: str, key: str, args: list[str]) -> int | str | None:
+    """The command's exit code if the server ran it; a sentence if the server did not
+    answer (the caller says it, and runs the command here); None if it did not take it."""
+    why = passed_over(path)
+    if why is not None:
+        return why
+    import time
+
+    deadline = time.monotonic() + wait_for(os.environ)
     try:
-        payload = _request(key, args)
-        if payload is None:
-            return None
+        found = connect(path)
+    except NotAnswering:
+        return _not_answering(path, 0, f"the command server at {path} takes no connection")
+    if found is None:
+        return None
+    sock, server = found
+    payload = _request(key, args)
+    if payload is None:
+        sock.close()
+        return None
+    ignored = marshal.loads(payload)["ignored"]
+    relay = _Relay(ignored)
+    relay.install()
+    try:
         try:
-            send_message(sock, payload, (0, 1, 2))
-            reply = read_reply(sock)
-        except OSError:
-            reply = None
-        if reply is None or reply[0] != ACCEPTED:
-            if held:  # interrupted before the server took it: nothing ran, and nothing will
-                return 128 + held[0]
-            return None
-        pid = reply[1]
-        for signum in held:
-            relay(signum, None)
-        try:
-            reply = read_reply(sock)
-        except OSError:
-            reply = None
-        if reply is None or reply[0] != EXITED:
-            os.write(2, b"opal: error: the command's process ended without an exit status (it was killed)\n"
-                        b"hint: run it again; OPAL_SERVER=off runs commands without the command server\n")
-            return 1
-        return reply[1]
+            outcome = _hand_over(sock, relay, payload, deadline, server)
+        except _Interrupted:
+            outcome = None
+        if relay.state == "served":
+            return _wait_exit(sock, relay)
+        if isinstance(outcome, str) and not relay.held:
+            return _not_answering(path, server, outcome)
+        return None
     finally:
         sock.close()
-        for name, handler in before.items():
-            signal.signal(getattr(signal, name), handler)
+        relay.restore()
+        if relay.state != "served" and relay.held:
+            # It came before the go-ahead, or as this process decided where the command
+            # runs: the command has started nowhere, and the signal now does to this
+            # process, with its own handlers back, what it would have done to it
+            # (Ctrl-C: KeyboardInterrupt, see main; SIGTERM and the others end it).
+            os.kill(os.getpid(), relay.held[0])
+
+
+def _hand_over(sock, relay: _Relay, payload: bytes, deadline: float, server: int) -> str | None:
+    """Send the request and, once a command's process is ready, the go-ahead. Every way
+    out sets ``relay.state``; a signal before that raises :class:`_Interrupted`."""
+    import _signal
+
+    try:
+        # The streams go with the go-ahead, not with the request: a request left in the
+        # queue of a server that does not answer must not hold this process's output
+        # open (a reader of it would wait for its end as long as that server waits).
+        send_message(sock, payload)
+        reply = await_reply(sock, deadline, server)
+    except TimeoutError:
+        return relay.done(f"the command server{f' {server}' if server else ''} did not take the command")
+    except OSError:
+        return relay.done(None)
+    if not isinstance(reply, tuple) or reply[0] != ACCEPTED:
+        return relay.done(reply if isinstance(reply, str) else None)
+    pid = reply[1]
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    # No signal between the go-ahead and the state that passes signals on: pending ones
+    # are handled when this returns, by then as the command's.
+    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, relay.signals)
+    try:
+        try:
+            send_message(sock, b"", (0, 1, 2), GO)
+        except OSError:  # the command's process is gone before the go-ahead: nothing ran
+            if pidfd >= 0:
+                os.close(pidfd)
+            return relay.done(None)
+        relay.pid, relay.pidfd, relay.state = pid, pidfd, "served"
+    finally:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
+    return None
+
+
+def _wait_exit(sock, relay: _Relay) -> int:
+    """The served command's exit code, however long it runs."""
+    sock.settimeout(None)
+    try:
+        reply = read_reply(sock)
+    except OSError:
+        reply = None
+    if reply is not None and reply[0] == EXITED:
+        return reply[1]
+    if relay.sent:  # ended of the signal passed on to it, most likely: end as it did
+        return _interrupted(relay.sent[-1])
+    os.write(2, b"opal: error: the command's process ended without an exit status (it was killed)\n"
+                b"hint: run it again; OPAL_SERVER=off runs commands without the command server\n")
+    return 1
+
+
+def passed_over(path: str) -> str | None:
+    """Why the server at ``path`` is not tried now: it did not answer a command a
+    moment ago (:func:`_not_answering`) and still has the socket; else None."""
+    try:
+        fd = os.open(path + ".silent", os.O_RDONLY)
+    except OSError:
+        return None
+    import time
+
+    try:
+        st = os.fstat(fd)
+        ino, _, why = os.read(fd, 4096).decode("utf-8", "replace").partition(" ")
+        if time.time() - st.st_mtime < PASSED_OVER_FOR and int(ino) == os.stat(path).st_ino:
+            return why.strip()
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(fd)
+    return None
+
+
+def _not_answering(path: str, server: int, why: str) -> str:
+    """Remember for :data:`PASSED_OVER_FOR` seconds that the server at ``path`` did not
+    answer, so the next commands do not wait for it; the server that takes the socket
+    next removes the note. Returns ``why``."""
+    try:
+        ino = os.stat(path).st_ino
+        tmp = f"{path}.silent.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, f"{ino} {why}".encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+        os.rename(tmp, path + ".silent")
+    except OSError:
+        pass
+    return why
 
 
 def spawn(path: str, key: str, idle: float | None = None):  # -> subprocess.Popen | None
@@ -414,24 +687,58 @@ def idle_timeout(env: "os._Environ[str] | dict[str, str]") -> float:
     return min(max(value, 1.0), IDLE_MAX) if value == value else IDLE_DEFAULT
 
 
-def server_info(path: str, key: str) -> dict | None:
-    """What the server at ``path`` says of itself (pid, started, idle, served, key,
-    path), or None if no server for ``key`` answers there."""
-    sock = connect(path)
-    if sock is None:
-        return None
+def probe(path: str, key: str, wait: float | None = None) -> tuple[str, object]:
+    """The server at ``path`` for ``key``: ``("up", info)`` with what it says of itself
+    (pid, started, idle, served, key, path); ``("stopped", pid)`` or ``("silent", pid)``
+    when one is there but does not answer within ``wait`` seconds (default
+    :func:`wait_for`); ``("none", None)`` when none for ``key`` answers there.
+    ``pid`` is 0 where the system does not tell who listens."""
+    import time
+
+    wait = wait_for(os.environ) if wait is None else wait
     try:
-        sock.settimeout(10.0)
+        found = connect(path, wait)
+    except NotAnswering:
+        return "silent", 0
+    if found is None:
+        return "none", None
+    sock, server = found
+    try:
         send_message(sock, marshal.dumps({"protocol": PROTOCOL, "op": "info", "key": key}))
-        reply = read_reply(sock)
+        reply = await_reply(sock, time.monotonic() + wait, server)
+        if isinstance(reply, str):
+            return ("stopped" if _stopped(server) else "silent"), server
         if reply is None or reply[0] != ACCEPTED:
-            return None
+            return "none", None
         data = recv_message(sock)
-        if data is None:
-            return None
-        info = marshal.loads(data)
-        return info if isinstance(info, dict) else None
+        info = marshal.loads(data) if data is not None else None
+        return ("up", info) if isinstance(info, dict) else ("none", None)
+    except TimeoutError:
+        return ("stopped" if _stopped(server) else "silent"), server
     except (OSError, ValueError, EOFError):
-        return None
+        return "none", None
     finally:
         sock.close()
+
+
+def server_info(path: str, key: str) -> dict | None:
+    """What the server at ``path`` says of itself (see :func:`probe`), or None if no
+    server for ``key`` answers there."""
+    state, info = probe(path, key)
+    return info if state == "up" else None  # type: ignore[return-value]
+
+
+def our_server(pid: int, path: str) -> bool:
+    """Whether process ``pid`` is verifiably this user's command server for ``path``:
+    this user's, running this package's server module with ``path`` as its socket. No
+    other process is ever sent a signal by opal on a server's account."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            uids = next(line for line in fh if line.startswith(b"Uid:")).split()[1:]
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+    except (OSError, StopIteration):
+        return False
+    if any(int(u) != os.getuid() for u in uids):
+        return False
+    return any(b"from opalgit.server import main" in a for a in args) and os.fsencode(path) in args

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 import msgpack
 import zstandard
 
-from .errors import CorruptObjectError
+from .errors import CorruptObjectError, UsageError
 
 FORMAT_VERSION = 1
 
@@ -51,9 +51,17 @@ _MIN_COMPRESS = 64
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True)
 _decompressor = zstandard.ZstdDecompressor()
 
-# Bound on a single decompressed object: protects against a corrupt or hostile
-# frame that claims an enormous size.
-MAX_OBJECT_SIZE = 1 << 31
+#: The most bytes one stored body may decompress to: a leaf, a payload pack's
+#: content, a payload (docs/format.md, *Size limits*). Writers refuse to store more
+#: (:func:`check_size`) and readers refuse to inflate more, before allocating: a
+#: 64 KiB zstd frame can claim 2 GiB, and python-zstandard allocates whatever a
+#: frame's header claims, whatever ``max_output_size`` says.
+MAX_OBJECT_SIZE = 256 << 20
+#: The most a header decompresses to: a state header, an operation, a pack's header.
+#: They hold ids, counts and names, never a session's content.
+MAX_HEADER_SIZE = 16 << 20
+#: The most a zstd file written by someone else (a Codex ``.jsonl.zst``) is read to.
+MAX_EXTERNAL_SIZE = 1 << 31
 
 
 class PayloadRef:
@@ -88,8 +96,10 @@ def digest(data: bytes) -> bytes:
 # --------------------------------------------------------------------------- frames
 
 
-def frame(data: bytes) -> bytes:
-    """Wrap bytes for storage: zstd-compressed when that makes them smaller."""
+def frame(data: bytes, *, limit: int = MAX_OBJECT_SIZE) -> bytes:
+    """Wrap bytes for storage: zstd-compressed when that makes them smaller (and
+    refused beyond ``limit``, what readers inflate for its kind)."""
+    check_size(len(data), "a stored object", limit)
     if len(data) >= _MIN_COMPRESS:
         packed = _compressor.compress(data)
         if len(packed) + len(MAGIC_ZSTD) < len(data):
@@ -102,17 +112,79 @@ def raw_dict(data: bytes) -> "zstandard.ZstdCompressionDict":
     return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
-def unframe(blob: bytes) -> bytes:
-    """Inverse of :func:`frame`; raises :class:`CorruptObjectError` on anything else."""
+def check_size(size: int, what: str, limit: int = MAX_OBJECT_SIZE) -> None:
+    """Refuse to store a body that readers would refuse to inflate."""
+    if size > limit:
+        raise UsageError(
+            f"{what} would take {size:,} bytes, more than the {limit:,} opal stores in one object",
+            hint="nothing was changed; a session line this large cannot be recorded (see docs/format.md, Size limits)",
+        )
+
+
+def decompress(
+    data: bytes | memoryview,
+    *,
+    what: str,
+    limit: int = MAX_OBJECT_SIZE,
+    exact: int | None = None,
+    dictionary: "zstandard.ZstdCompressionDict | None" = None,
+) -> bytes:
+    """One zstd frame of a stored object, inflated to at most ``limit`` bytes (or to
+    exactly ``exact``, when the format says how large it is), refused beyond that
+    *before* anything is allocated. ``what`` names the object in errors."""
+    if exact is not None:
+        if exact > limit:
+            raise CorruptObjectError(f"{what} claims {exact:,} bytes, more than the {limit:,} opal reads")
+        limit = exact
+    try:
+        claimed = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise CorruptObjectError(f"{what} does not decompress: {exc}") from None
+    if claimed > limit:
+        raise CorruptObjectError(f"{what} claims {claimed:,} bytes, more than the {limit:,} opal reads")
+    d = zstandard.ZstdDecompressor(dict_data=dictionary) if dictionary is not None else _decompressor
+    try:
+        if claimed >= 0:
+            out = d.decompress(data)  # allocates what the frame claims: checked above
+        else:  # no size in the frame: inflate in steps, never much past the limit
+            dobj, view, pos, buf = d.decompressobj(), memoryview(data), 0, bytearray()
+            while pos < len(view) and not dobj.eof:
+                piece, pos = _feed(dobj, view, pos, limit - len(buf))
+                buf += piece
+                if len(buf) > limit:
+                    raise CorruptObjectError(f"{what} inflates to more than the {limit:,} bytes opal reads")
+            if not dobj.eof:
+                raise CorruptObjectError(f"{what} is cut short")
+            out = bytes(buf)
+    except zstandard.ZstdError as exc:
+        raise CorruptObjectError(f"{what} does not decompress: {exc}") from None
+    if exact is not None and len(out) != exact:
+        raise CorruptObjectError(f"{what} holds {len(out):,} bytes, its header says {exact:,}")
+    return out
+
+
+#: zstd's largest expansion: a 4-byte RLE block stands for 128 KiB.
+_MAX_RATIO = 32768
+
+
+def _feed(dobj, data: memoryview, pos: int, room: int) -> tuple[bytes, int]:
+    """Give ``dobj`` the next piece of ``data`` from ``pos``, small enough that its
+    output cannot pass ``room`` by more than a few MiB (a decompressobj returns all
+    that its input stands for: 64 KiB of input can be 2 GiB). Returns the output and
+    the new position."""
+    step = max(256, min(_ZSTD_CHUNK, room // _MAX_RATIO))
+    return dobj.decompress(data[pos : pos + step]), pos + step
+
+
+def unframe(blob: bytes, *, limit: int = MAX_OBJECT_SIZE, what: str = "a stored object") -> bytes:
+    """Inverse of :func:`frame`, inflating at most ``limit`` bytes; raises
+    :class:`CorruptObjectError` on anything else."""
     head = blob[:4]
     if head == MAGIC_RAW:
         return blob[4:]
     if head == MAGIC_ZSTD:
-        try:
-            return _decompressor.decompress(blob[4:], max_output_size=MAX_OBJECT_SIZE)
-        except zstandard.ZstdError as exc:
-            raise CorruptObjectError(f"a stored object does not decompress: {exc}") from None
-    raise CorruptObjectError("a stored object has no opal frame header")
+        return decompress(memoryview(blob)[4:], what=what, limit=limit)
+    raise CorruptObjectError(f"{what} has no opal frame header")
 
 
 _ZSTD_CHUNK = 64 * 1024
@@ -126,7 +198,7 @@ def zstd_decompress(data: bytes, *, limit: int | None = None) -> bytes:
     file's head); without it, a cut-short or corrupt stream raises
     :class:`CorruptObjectError`.
     """
-    cap = MAX_OBJECT_SIZE if limit is None else max(0, limit)
+    cap = MAX_EXTERNAL_SIZE if limit is None else max(0, limit)
     out = bytearray()
     rest = memoryview(data)
     try:
@@ -134,8 +206,8 @@ def zstd_decompress(data: bytes, *, limit: int | None = None) -> bytes:
             dobj = _decompressor.decompressobj()
             pos = 0
             while pos < len(rest) and not dobj.eof and len(out) <= cap:
-                out += dobj.decompress(bytes(rest[pos : pos + _ZSTD_CHUNK]))
-                pos += _ZSTD_CHUNK
+                piece, pos = _feed(dobj, rest, pos, cap - len(out))
+                out += piece
             if not dobj.eof:
                 if limit is None and len(out) <= cap:
                     raise CorruptObjectError("the zstd stream is cut short")
@@ -246,23 +318,26 @@ def externalize(value: Any, payloads: dict[bytes, bytes], threshold: int = PAYLO
 
     Returns a new value (the input is not modified). Dict key order is kept.
     """
+    return _externalize(value, payloads, threshold)
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            if len(v) >= threshold // 4:  # cheap pre-check before encoding
-                data = v.encode("utf-8", "surrogatepass")
-                if len(data) >= threshold:
-                    d = digest(data)
-                    payloads.setdefault(d, data)
-                    return PayloadRef(d)
-            return v
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
+
+# A module function, not a closure that calls itself: such a closure is a reference
+# cycle, which kept ``payloads`` (a record's long strings as bytes) alive until the
+# next garbage collection, after the record was stored.
+def _externalize(v: Any, payloads: dict[bytes, bytes], threshold: int) -> Any:
+    if isinstance(v, str):
+        if len(v) >= threshold // 4:  # cheap pre-check before encoding
+            data = v.encode("utf-8", "surrogatepass")
+            if len(data) >= threshold:
+                d = digest(data)
+                payloads.setdefault(d, data)
+                return PayloadRef(d)
         return v
-
-    return walk(value)
+    if isinstance(v, dict):
+        return {k: _externalize(x, payloads, threshold) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_externalize(x, payloads, threshold) for x in v]
+    return v
 
 
 def internalize(value: Any, load: Callable[[bytes], bytes]) -> Any:

@@ -74,7 +74,8 @@ class _Checker:
                 if STATE_BLOB not in entries:
                     self.problem(f"{where}: commit {oid.hex()[:12]} has no state header")
                     continue
-                header = StateHeader.decode(codec.unframe(self.store.read_blob(entries[STATE_BLOB][1])))
+                blob = self.store.read_blob(entries[STATE_BLOB][1])
+                header = StateHeader.decode(codec.unframe(blob, limit=codec.MAX_HEADER_SIZE, what="its state header"))
                 if TURNS_TREE in entries:
                     items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
                 else:
@@ -160,12 +161,89 @@ class _Checker:
         return len(items), turns
 
 
+def _unreachable(repo: Repository) -> tuple[list[oplog.Operation], dict[bytes, int]]:
+    """The operation commits and state commits (id -> committer time) no ref reaches,
+    as ``git fsck`` lists them: where a ref's lost value is still to be found."""
+    from . import gitcmd
+
+    try:
+        proc = gitcmd.run(repo.git_dir, ["fsck", "--unreachable", "--no-reflogs", "--no-progress"])
+    except gitcmd.GitMissing:
+        return [], {}
+    ops: list[oplog.Operation] = []
+    states: dict[bytes, int] = {}
+    for line in proc.stdout.splitlines():
+        kind, _, hexid = line.partition(" commit ")
+        if kind != "unreachable" or len(hexid) != 40:
+            continue
+        oid = bytes.fromhex(hexid)
+        try:
+            commit = repo.store.read_commit(oid)
+            names = {n for n, _, _ in repo.store.read_tree(commit.tree)}
+            if oplog.OP_BLOB in names:
+                ops.append(oplog.read(repo, oid))
+            elif STATE_BLOB in names:
+                states[oid] = commit.committer.time
+        except OpalError:
+            continue
+    return ops, states
+
+
+def _repairs(repo: Repository, broken: dict[str, bytes]) -> dict[str, str]:
+    """For each ref that names a missing commit, the ``git update-ref`` that puts it
+    back to its last value still present: what an older opal left when a
+    ``git gc --prune=now`` ran while it committed (it deleted the new objects before
+    the refs named them)."""
+    ops, _states = _unreachable(repo)
+    by_id = {op.oid: op for op in ops}
+    oplog_tip = repo.refs.get(OPLOG_REF)
+    if OPLOG_REF in broken:
+        # The newest operation that no other one continues: the log as it was before.
+        continued = {op.parent for op in ops if op.parent is not None}
+        tips = sorted((op for op in ops if op.oid not in continued), key=lambda op: op.time)
+        oplog_tip = tips[-1].oid if tips else None
+    out: dict[str, str] = {}
+    for name, missing in sorted(broken.items()):
+        good: bytes | None = None
+        if name == OPLOG_REF:
+            good = oplog_tip
+        else:
+            at = oplog_tip
+            while at is not None:  # the newest operation that set this ref, to a value still here
+                op = by_id.get(at)
+                if op is None:
+                    try:
+                        op = oplog.read(repo, at)
+                    except OpalError:
+                        break
+                if name in op.changes:
+                    old, new = op.changes[name]
+                    present = [v for v in (new, old) if v is not None and v != missing and repo.store.exists(v)]
+                    good = present[0] if present else None
+                    break
+                at = op.parent
+        if good is not None:
+            out[name] = f"git update-ref {name} {good.hex()} {missing.hex()}"
+        else:
+            out[name] = f"git update-ref -d {name} {missing.hex()}"
+    return out
+
+
 def fsck(repo: Repository) -> FsckReport:
     report = FsckReport()
     checker = _Checker(repo, report)
     refs = repo.refs.all()
+    broken = {name: oid for name, oid in refs.items() if name.startswith(NAMESPACE) and not repo.store.exists(oid)}
+    if broken:
+        fixes = _repairs(repo, broken)
+        for name, oid in sorted(broken.items()):
+            report.problems.append(
+                f"{name} names commit {oid.hex()[:12]}, which is missing (an older opal lost it to a "
+                f"'git gc --prune=now' running while it wrote); to repair: {fixes[name]}"
+                + ("" if name == OPLOG_REF else ", then 'opal commit' records the session's newest turns again")
+            )
     for name, oid in sorted(refs.items()):
-        if name == OPLOG_REF or not name.startswith(NAMESPACE):
+        if name == OPLOG_REF or not name.startswith(NAMESPACE) or name in broken:
             continue
         try:
             commit = repo.store.read_commit(oid)
@@ -175,7 +253,7 @@ def fsck(repo: Repository) -> FsckReport:
         entries = {n for n, _, _ in repo.store.read_tree(commit.tree)}
         if STATE_BLOB in entries:
             checker.commit(oid, name[len(BRANCH_PREFIX):] if name.startswith(BRANCH_PREFIX) else name)
-    if OPLOG_REF in refs:
+    if OPLOG_REF in refs and OPLOG_REF not in broken:
         try:
             for op in oplog.log(repo):
                 report.operations += 1

@@ -77,10 +77,23 @@ class Pending:
         return subprocess.CompletedProcess(self._args, self._proc.returncode, out, err)
 
 
-def start(git_dir: str, args: list[str], *, cwd: str | None = None, input: str | None = None) -> Pending:
+def start(
+    git_dir: str,
+    args: list[str],
+    *,
+    cwd: str | None = None,
+    input: str | None = None,
+    pass_fds: tuple[int, ...] = (),
+    detach: bool = False,
+) -> Pending:
     """:func:`run`, started now and finished when asked: git works on the other core
     while the caller goes on (a commit asks who the committer is ~50 ms before it
-    needs the answer). ``input`` is written to git's stdin at once."""
+    needs the answer). ``input`` is written to git's stdin at once. ``pass_fds``:
+    descriptors git inherits (a lock it must hold as long as it runs). ``detach``:
+    git finishes what it began even if opal is killed meanwhile: it is out of reach
+    of signals sent to opal's process group (Ctrl-C, a kill of the group), and its
+    output goes nowhere (writing to a reader that is gone would end it); only its
+    errors come back."""
     argv = ["git", f"--git-dir={git_dir}", *args]
     try:
         proc = subprocess.Popen(
@@ -88,10 +101,12 @@ def start(git_dir: str, args: list[str], *, cwd: str | None = None, input: str |
             cwd=cwd or git_dir,
             env=git_env(),
             stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL if detach else subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
+            pass_fds=pass_fds,
+            start_new_session=detach,
         )
     except FileNotFoundError:
         raise GitMissing("git is not installed (or not on PATH)") from None

@@ -43,10 +43,26 @@ _TOKEN_START = frozenset(b":,[")
 # one memchr cost a fifth of searching its JSON for the two markers, which are
 # common in prose ("e-" in "re-run"), and most records hold no float.
 _FLOAT64 = b"\xcb"
+# A large line's value is walked instead: packing a 20 MB record took 20 to 40 MB more
+# for a moment (the peak of an import with such lines), and a record that large is
+# mostly a few long strings, so the walk visits few values.
+_WALK_ABOVE = 1 << 20
 
 
-def _holds_float(value: Any) -> bool:
-    """False only when ``value`` holds no float (True: it may)."""
+def _holds_float(value: Any, size: int = 0) -> bool:
+    """False only when ``value`` holds no float (True: it may); ``size``: about how
+    many bytes its JSON takes."""
+    if size >= _WALK_ABOVE:
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, float):
+                return True
+            if isinstance(v, dict):
+                stack.extend(v.values())
+            elif isinstance(v, (list, tuple)):
+                stack.extend(v)
+        return False
     try:
         return _FLOAT64 in _msgpack.packb(value)
     except (TypeError, ValueError, OverflowError):  # not msgpack's to carry: assume it may
@@ -70,7 +86,7 @@ def _float_may_differ(raw: bytes) -> bool:
 
 def _renders_alike(value: Any, raw: bytes) -> bool:
     """Whether ``raw``, orjson's rendering of ``value``, is the standard library's too."""
-    return not _holds_float(value) or not _float_may_differ(raw)
+    return not _holds_float(value, len(raw)) or not _float_may_differ(raw)
 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

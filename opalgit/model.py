@@ -148,7 +148,11 @@ class Turn:
         if self.has_record:
             packed = codec.pack_ordered(self.record)
             # No string in a record packed this small can reach the payload threshold.
-            body["rec"] = packed if len(packed) < codec.PAYLOAD_THRESHOLD else codec.pack_ordered(codec.externalize(self.record, payloads))
+            if len(packed) < codec.PAYLOAD_THRESHOLD:
+                body["rec"] = packed
+            else:
+                del packed  # (not held while a large record's strings are moved out)
+                body["rec"] = codec.pack_ordered(codec.externalize(self.record, payloads))
         elif self.line is not None:
             line = self.line
             if isinstance(line, bytes) and len(line) >= codec.PAYLOAD_THRESHOLD:

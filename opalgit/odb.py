@@ -23,6 +23,7 @@ import os
 import struct
 import zlib
 
+from .errors import CorruptObjectError
 from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TAG, OBJ_TREE
 
 _OFS_DELTA, _REF_DELTA = 6, 7
@@ -31,10 +32,23 @@ _IDX_MAGIC = b"\xfftOc"
 #: Deltas deeper than this are refused (git's own default limit is 50, and
 #: ``--depth`` can raise it; 4095 is git's hard maximum).
 MAX_DELTA_DEPTH = 4095
+#: The largest git object read: the largest body opal stores, framed (see
+#: :data:`codec.MAX_OBJECT_SIZE`), with room for a header. Anything larger is not
+#: opal's and is refused before it is inflated (a hostile remote can ship a 64 KiB
+#: object that inflates to gigabytes), not handed to libgit2.
+MAX_GIT_OBJECT = (256 << 20) + 4096
 
 
 class Unsupported(Exception):
     """Something this reader leaves to libgit2 (the message says what)."""
+
+
+def too_large(oid: bytes, size: int) -> CorruptObjectError:
+    return CorruptObjectError(
+        f"object {oid.hex()[:12]} claims {size:,} bytes, more than the {MAX_GIT_OBJECT:,} opal reads",
+        hint="no object opal writes is this large: it came from elsewhere (a remote?); "
+        "'opal fsck' lists what it damages",
+    )
 
 
 class _Pack:
@@ -142,6 +156,20 @@ class FileObjectDatabase:
                     new = True
         return new
 
+    def refresh(self) -> None:
+        """Forget the packs whose files are gone (a ``git gc`` deleted them: their
+        mapped index would still answer) and pick up new ones."""
+        kept = []
+        for p in self._packs:
+            if os.path.exists(p.idx_path) and os.path.exists(p.pack_path):
+                kept.append(p)
+            else:
+                p.close()
+                self._pack_names.discard(os.path.basename(p.idx_path))
+        self._packs = kept
+        self._pack_dir_stamp = None
+        self._scan()
+
     def close(self) -> None:
         for p in self._packs:
             p.close()
@@ -183,14 +211,24 @@ class FileObjectDatabase:
                 raw = fh.read()
         except FileNotFoundError:
             return None
+        # The header first ("<type> <size>\0", at most a few dozen bytes), then the
+        # body, inflated to no more than the header says: never all of it blindly.
+        d = zlib.decompressobj()
         try:
-            data = zlib.decompress(raw)
+            data = d.decompress(raw, 64)
+            head, sep, body = data.partition(b"\x00")
+            kind, _, size = head.partition(b" ")
+            if not sep or kind not in _LOOSE_TYPES or not size.isdigit():
+                raise Unsupported(f"loose object {oid.hex()[:12]} has a malformed header")
+            want = int(size)
+            if want > MAX_GIT_OBJECT:
+                raise too_large(oid, want)
+            rest = d.unconsumed_tail
+            body += d.decompress(rest, want - len(body) + 1) if want >= len(body) else b""
         except zlib.error:
             raise Unsupported(f"loose object {oid.hex()[:12]} does not inflate") from None
-        head, sep, body = data.partition(b"\x00")
-        kind, _, size = head.partition(b" ")
-        if not sep or kind not in _LOOSE_TYPES or not size.isdigit() or int(size) != len(body):
-            raise Unsupported(f"loose object {oid.hex()[:12]} has a malformed header")
+        if len(body) != want or not d.eof:
+            raise Unsupported(f"loose object {oid.hex()[:12]} is not the size its header says")
         return _LOOSE_TYPES[kind], body
 
     # -- packs -----------------------------------------------------------------------
@@ -198,13 +236,17 @@ class FileObjectDatabase:
     def _read_packed(self, pack: _Pack, offset: int, oid: bytes) -> tuple[int, bytes]:
         # Follow the delta chain down to a whole object, then apply the deltas upwards.
         deltas: list[bytes] = []
+        held = 0
         while True:
             kind, base, data = self._entry(pack, offset, oid)
             if base is None:
                 break
             deltas.append(data)
+            held += len(data)
             if len(deltas) > MAX_DELTA_DEPTH:
                 raise Unsupported(f"object {oid.hex()[:12]} has a delta chain deeper than {MAX_DELTA_DEPTH}")
+            if held > MAX_GIT_OBJECT:  # libgit2 applies such a chain a step at a time
+                raise Unsupported(f"object {oid.hex()[:12]} has deltas larger than the object may be")
             if isinstance(base, int):  # an offset in this pack
                 offset = base
                 continue
@@ -251,11 +293,14 @@ class FileObjectDatabase:
                 pos += 20
             elif kind not in (OBJ_COMMIT, OBJ_TREE, OBJ_BLOB, OBJ_TAG):
                 raise Unsupported(f"object {oid.hex()[:12]}: unknown pack entry type {kind}")
+            if size > MAX_GIT_OBJECT:
+                raise too_large(oid, size)
             # Hand zlib only as much of the pack as the object can take up (deflate's
             # worst case is a little over its size): what it does not consume it
             # copies aside, and the rest of the pack may be hundreds of megabytes.
+            # And take out no more than the entry says (one byte more tells a lie).
             d = zlib.decompressobj()
-            out = d.decompress(memoryview(buf)[pos : pos + size + (size >> 10) + 64])
+            out = d.decompress(memoryview(buf)[pos : pos + size + (size >> 10) + 64], size + 1)
         except (IndexError, zlib.error):
             raise Unsupported(f"object {oid.hex()[:12]} cannot be read from {pack.pack_path}") from None
         if not d.eof or len(out) != size:
@@ -281,6 +326,8 @@ def apply_delta(base: bytes, delta: bytes, oid: bytes = b"") -> bytes:
         dst_size, pos = _varint(delta, pos)
         if src_size != len(base):
             raise Unsupported(f"object {oid.hex()[:12]}: a delta expects a base of another size")
+        if dst_size > MAX_GIT_OBJECT:
+            raise too_large(oid, dst_size)
         out = bytearray()
         n = len(delta)
         while pos < n:
@@ -305,6 +352,8 @@ def apply_delta(base: bytes, delta: bytes, oid: bytes = b"") -> bytes:
                 pos += op
             else:
                 raise Unsupported(f"object {oid.hex()[:12]}: a delta has a reserved opcode")
+            if len(out) > dst_size:  # a few bytes of copies can stand for gigabytes
+                raise Unsupported(f"object {oid.hex()[:12]}: a delta gives the wrong size")
     except IndexError:
         raise Unsupported(f"object {oid.hex()[:12]}: a delta is cut short") from None
     if len(out) != dst_size:

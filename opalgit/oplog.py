@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from . import codec
 from .errors import ConflictError, CorruptObjectError, NothingToDoError
-from .refs import OPLOG_REF, Change
+from .refs import OPLOG_REF, Change, MissingObject
 from .repo import Repository
 from .structs import dataclass, field
 
@@ -94,7 +94,7 @@ def apply(
     prev = repo.refs.get(OPLOG_REF)
     keep = [old for old, _new in op.changes.values() if old is not None and old != prev]
     parents: list[bytes] = ([prev] if prev else []) + sorted(set(keep))
-    blob = store.write_blob(codec.frame(op.encode()))
+    blob = store.write_blob(codec.frame(op.encode(), limit=codec.MAX_HEADER_SIZE))
     tree = store.write_tree([(OP_BLOB, False, blob)])
     author, committer = repo.signatures()
     oid = store.write_commit(tree, parents, author, committer, f"opal {op.command}: {op.description}\n")
@@ -102,7 +102,19 @@ def apply(
     changes = dict(op.changes)
     changes.update(extra_refs or {})
     changes[OPLOG_REF] = (prev, oid)
-    repo.refs.update(changes, f"opal {op.command}: {op.description}", meanwhile=meanwhile)
+    # A concurrent `git gc --prune=now` deletes every object no ref names yet, except
+    # in the packs a .keep protects (store.GitObjectStore): write again what it took
+    # before the refs move, once more should git find one missing as they move, and
+    # after, for a gc that decided before they moved.
+    message = f"opal {op.command}: {op.description}"
+    store.secure()
+    try:
+        repo.refs.update(changes, message, meanwhile=meanwhile)
+    except MissingObject:
+        store.secure()
+        repo.refs.update(changes, message)
+    store.secure(moved=True)
+    store.settle()
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])
     op.oid = oid
@@ -131,7 +143,9 @@ def read(repo: Repository, oid: bytes) -> Operation:
     if OP_BLOB not in entries:
         raise CorruptObjectError(f"operation {oid.hex()[:12]} has no op blob")
     parent = commit.parents[0] if commit.parents else None
-    return Operation.decode(oid, parent, codec.unframe(repo.store.read_blob(entries[OP_BLOB])))
+    blob = repo.store.read_blob(entries[OP_BLOB])
+    data = codec.unframe(blob, limit=codec.MAX_HEADER_SIZE, what=f"operation {oid.hex()[:12]}")
+    return Operation.decode(oid, parent, data)
 
 
 def log(repo: Repository) -> Iterator[Operation]:

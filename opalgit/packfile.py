@@ -66,7 +66,12 @@ def parse_shared(value: str | None) -> tuple[str, int] | None:
 
 
 def write_loose(
-    objects_dir: str, oid: bytes, obj_type: int, data: bytes, *, shared: tuple[str, int] | None = None
+    objects_dir: str,
+    oid: bytes,
+    obj_type: int,
+    data: bytes,
+    *,
+    shared: tuple[str, int] | None = None,
 ) -> bool:
     """Write one loose object the way git does; returns False when it existed already.
 
@@ -102,6 +107,66 @@ def write_loose(
     return True
 
 
+def loose_path(objects_dir: str, oid: bytes) -> str:
+    h = oid.hex()
+    return os.path.join(objects_dir, h[:2], h[2:])
+
+
+def freshen_loose(objects_dir: str, oid: bytes) -> bool:
+    """Date a loose object now, as git does when it would write one that exists, so
+    that a gc with an expiry keeps it; False when it is not loose here."""
+    try:
+        os.utime(loose_path(objects_dir, oid))
+        return True
+    except OSError:
+        return False
+
+
+#: What a ``.keep`` file of opal's says (git prints it in ``git verify-pack`` and the like).
+KEEP_NOTE = "opal {pid} on {host}: objects of a command that has not moved its refs yet\n"
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def release_stale_keeps(pack_dir: str) -> list[str]:
+    """Delete the ``.keep`` files that an opal process on this machine left when it was
+    killed before its refs moved (its PID is gone); returns their paths. Others' keep
+    files (git's own, a user's) are never touched."""
+    removed = []
+    try:
+        names = [n for n in os.listdir(pack_dir) if n.endswith(".keep")]
+    except OSError:
+        return removed
+    host = _host()
+    for name in names:
+        path = os.path.join(pack_dir, name)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                words = fh.read(512).split()
+        except OSError:
+            continue
+        if len(words) < 4 or words[0] != "opal" or not words[1].isdigit() or words[3].rstrip(":") != host:
+            continue
+        pid = int(words[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running (or the PID is someone else's now): keep it
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
+
+
 def _entry_header(obj_type: int, size: int) -> bytes:
     byte = (obj_type << 4) | (size & 0x0F)
     size >>= 4
@@ -115,10 +180,16 @@ def _entry_header(obj_type: int, size: int) -> bytes:
 
 
 
-def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count: int) -> str:
+def write_pack(
+    pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count: int, *, keep: bool = False
+) -> str:
     """Write ``count`` objects ``(oid, type, data)`` as a pack; returns the pack's path.
 
     ``oid`` must be :func:`object_id` of the object (the caller computed it already).
+    ``keep``: the pack gets a ``.keep`` file (before its index appears, so git never
+    sees it without), which ``git repack``/``git gc`` honour: they neither delete the
+    pack nor drop its unreachable objects. The caller deletes it once refs name the
+    objects (``pack[:-5] + ".keep"``).
     """
     os.makedirs(pack_dir, exist_ok=True)
     fd, tmp_pack = create_temp(pack_dir, "tmp_opal_", ".pack")
@@ -151,6 +222,7 @@ def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count
         final_idx = os.path.join(pack_dir, name + ".idx")
         idx_bytes = _index_bytes(entries, checksum)
         fd2, tmp_idx = create_temp(pack_dir, "tmp_opal_", ".idx")
+        final_keep = os.path.join(pack_dir, name + ".keep")
         try:
             with os.fdopen(fd2, "wb") as fh:
                 fh.write(idx_bytes)
@@ -158,11 +230,17 @@ def write_pack(pack_dir: str, objects: Iterable[tuple[bytes, int, bytes]], count
                 os.fsync(fh.fileno())
             os.chmod(tmp_pack, 0o444)
             os.chmod(tmp_idx, 0o444)
+            if keep:
+                with open(final_keep, "w", encoding="utf-8") as fh:
+                    fh.write(KEEP_NOTE.format(pid=os.getpid(), host=_host()))
             os.replace(tmp_pack, final_pack)
             os.replace(tmp_idx, final_idx)
         except BaseException:
             if os.path.exists(tmp_idx):
                 os.unlink(tmp_idx)
+            if keep and not os.path.exists(final_idx):
+                with contextlib.suppress(OSError):
+                    os.unlink(final_keep)
             raise
         fsync_dir(pack_dir)
         return final_pack

@@ -177,7 +177,7 @@ class PackCache:
     def payload(self, digest: bytes, loc: Location) -> bytes:
         oid, is_tree = loc
         if not is_tree:
-            return codec.unframe(self.store.read_blob(oid))
+            return codec.unframe(self.store.read_blob(oid), what=f"payload {digest.hex()[:12]}")
         pack = self.pack(oid)
         try:
             offset, size = pack.index[digest]
@@ -228,17 +228,16 @@ def _decode(oid: bytes, blob: bytes, base: bytes | None, tail: bytearray, keep_w
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a malformed header")
     if dict_len > min(len(tail), WINDOW) or (dict_len and base is None):
         raise CorruptObjectError(f"payload pack {oid.hex()[:12]} needs more of its base than the chain holds")
-    try:
-        if dict_len:
-            # The dictionary copies what it is given: hand it a view, not another copy.
-            with memoryview(tail) as view:
-                dictionary = codec.raw_dict(view[len(tail) - dict_len :])
-            d = codec.zstandard.ZstdDecompressor(dict_data=dictionary)
-        else:
-            d = codec.zstandard.ZstdDecompressor()
-        content = d.decompress(frame, max_output_size=codec.MAX_OBJECT_SIZE)
-    except codec.zstandard.ZstdError as exc:
-        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} does not decompress: {exc}") from None
+    if not all(isinstance(n, int) and n >= 0 for n in sizes):
+        raise CorruptObjectError(f"payload pack {oid.hex()[:12]} has a malformed header")
+    dictionary = None
+    if dict_len:
+        # The dictionary copies what it is given: hand it a view, not another copy.
+        with memoryview(tail) as view:
+            dictionary = codec.raw_dict(view[len(tail) - dict_len :])
+    # Inflated to exactly what the header says, and refused before anything is
+    # allocated when that is more than a pack may hold.
+    content = codec.decompress(frame, what=f"payload pack {oid.hex()[:12]}", exact=sum(sizes), dictionary=dictionary)
     index: dict[bytes, tuple[int, int]] = {}
     offset = 0
     for d_, size in zip(digests, sizes):
@@ -287,10 +286,13 @@ class _Tip:
             self._window = window[-WINDOW:] if len(window) > WINDOW else window
             self._before = self._content = empty
             return
-        # Views, not copies: what is left of the window before, then the content.
+        # Views, not copies: what is left of the window before, then the content. But
+        # a view keeps all of its bytes alive: of a pack much larger than the window (a
+        # huge tool output) only the window's part is kept, copied.
         keep = WINDOW - len(content)
         self._before = memoryview(window)[max(0, len(window) - keep) :] if keep > 0 else empty
-        self._content = memoryview(content)[-WINDOW:]
+        tail = memoryview(content)[-WINDOW:]
+        self._content = tail if len(content) <= 2 * WINDOW else memoryview(bytes(tail))
 
     def parts(self) -> tuple[memoryview, ...]:
         """The window as pieces to be read one after the other."""
@@ -420,6 +422,7 @@ class Packer:
             return
         digests = list(self._pending)
         sizes = [len(self._pending[d]) for d in digests]
+        codec.check_size(sum(sizes), "a payload pack")
         content = b"".join(self._pending.values())
         self._pending.clear()
         self.pending_bytes = 0
@@ -436,6 +439,12 @@ class Packer:
         # work), but with only the newest 1 MiB, 20 growing commits stored 1.08x one
         # commit instead of 0.96x (files read again long after are found further back).
         self._job = _Job(digests, sizes, content, window, depth, chain, self.tip if base is not None else None)
+        if len(content) > 2 * PACK_BYTES:
+            # A pack this large holds a huge payload (an output of megabytes): it is
+            # written before the next records are read, so that it is not in memory
+            # while the next huge one is parsed, redacted and encoded.
+            del content
+            self.wait()
 
     def wait(self) -> None:
         """Write the pack in flight, if any: its blob, its tree, where its payloads are."""

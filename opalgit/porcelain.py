@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
 from .argv import command
-from .adapters.base import ReadResult, SessionFile, begins_with, tail_hash
+from .adapters.base import ReadResult, Record, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
     NothingToDoError,
@@ -309,7 +309,9 @@ def _commit_locked(
     screen = redactworker.Screen()
     begin, first = (prev_src.size, prev_src.lines + 1) if extend and prev_src is not None else (0, 1)
     if redactworker.worth_it(f.path, begin):
-        from . import redaction
+        from . import malloc, redaction
+
+        malloc.return_large_blocks()  # a large read: its peak memory is what is alive
 
         r, redactor_ready = redaction.redactor(repo), True
         screen = cleanup.enter_context(redactworker.start(f.path, begin, first, r))
@@ -365,28 +367,43 @@ def _commit_locked(
         result.session.title, found = r.redact_text(result.session.title)
         secure(found)
 
+    def item_of(rec: Record) -> Item:
+        """A record redacted and encoded."""
+        found: list = []
+        if r is None:
+            pass
+        elif rec.turn.has_record and (judged := screen.verdict(rec.line, rec.crc)) is not None:
+            # The worker redacted exactly this line (same bytes, parsed alike,
+            # same redactor): what redacting it here would give.
+            value, found = judged
+            if found:
+                secure(found)
+                rec.turn = Turn.from_record(rec.turn.agent, value)
+        else:
+            turn, found = redaction.redact_turn(rec.turn, r)
+            if found:
+                secure(found)
+                rec.turn = turn
+        it = next(_items((rec,)))
+        if found:
+            # The summary (tool names, call ids) was made from the record as read.
+            assert r is not None
+            it.summary, more = r.redact_value(it.summary)
+            secure(more)
+        return it
+
     def items_of(indices, tally: tuple[bytearray, list[int]]) -> Iterator[Item]:
         """Redacted, encoded records at ``indices`` (None: all), each counted into
         ``tally`` (is it a turn, its chars)."""
         for rec in result.iter_records(indices):
-            if r is None:
-                pass
-            elif rec.turn.has_record and (judged := screen.verdict(rec.line, rec.crc)) is not None:
-                # The worker redacted exactly this line (same bytes, parsed alike,
-                # same redactor): what redacting it here would give.
-                value, found = judged
-                if found:
-                    secure(found)
-                    rec.turn = Turn.from_record(rec.turn.agent, value)
-            else:
-                turn, found = redaction.redact_turn(rec.turn, r)
-                if found:
-                    secure(found)
-                    rec.turn = turn
-            it = next(_items((rec,)))
-            tally[0].append(it.is_turn)
-            tally[1].append(int(it.summary.get("chars", 0)))
-            yield it
+            it = [item_of(rec)]
+            tally[0].append(it[0].is_turn)
+            tally[1].append(int(it[0].summary.get("chars", 0)))
+            # While the writer stores the item and the next record is read, this
+            # generator holds neither the record nor the item (popped as it is
+            # yielded): a huge record would otherwise be in memory twice.
+            del rec
+            yield it.pop()
 
     store = repo.store
     changes: dict[str, tuple[bytes | None, bytes | None]] = {}

@@ -14,6 +14,10 @@ before anything reaches the store; the originals go to the local vault
   everywhere, and a placeholder does not expose a plain hash that could be
   brute-forced. Redaction is idempotent: a text is redacted again until no rule
   matches.
+* Decoded views: a text with JSON ``\\u``/``\\/`` escapes is searched unescaped as
+  well (two levels: JSON in JSON), and base64 runs that decode to text are
+  searched where that is cheap to look for (a one-word string, a text that says
+  base64, a stored line); a find there replaces the escaped or encoded span.
 * :func:`restore_text` / :func:`restore_value` put secrets back from a
   placeholder -> secret mapping (the vault's); :func:`scan_text` /
   :func:`scan_value` report what is still there (kind and position, never the
@@ -34,6 +38,7 @@ this against the plain search (every rule at every keyword).
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import hmac
 import re
@@ -47,6 +52,7 @@ from .secretrules import (
     BUILTIN_RULES,
     KIND_RE,
     MIN_TEXT,
+    LazyPattern,
     PLACEHOLDER_PREFIX,
     PLACEHOLDER_RE,
     Rule,
@@ -386,7 +392,7 @@ class Rules:
         """What may match in ``text``: (rule index -> keywords, needles present)."""
         wake = self._gate.scan([text])[0] if self._gate.gated else {}
         needles = self._present(text)
-        return (wake, needles) if wake or needles else _NOTHING
+        return (wake, needles) if wake or needles or _encoded(text) else _NOTHING
 
     def _known_clean(self, text: str) -> bool:
         if len(text) < _LONG:
@@ -434,10 +440,12 @@ class Rules:
             known.update({i: present[texts[i]] for i in kept})
             return known
         found = self._needles_in(chosen) if self.needles else {}
+        # Of the texts no rule woke for, those with a decoded view to search.
+        encoded = _encoded_in(chosen, [j for j, w in enumerate(wakes) if not w and j not in found])
         maybe: dict[str, _Present] = {}
         for j, (t, w) in enumerate(zip(chosen, wakes)):
             p = found.get(j)
-            if w or p:
+            if w or p or j in encoded:
                 maybe[t] = (w, p or [])
             else:
                 self._mark_clean(t)  # no rule can match in it
@@ -492,10 +500,17 @@ class Rules:
         self._clean_keys.add(key)
         return False
 
-    def find(self, text: str, present: "_Present | None" = None) -> list[tuple[int, int, str]]:
+    def find(
+        self, text: str, present: "_Present | None" = None, _depth: int = 0, *, wide: bool = False
+    ) -> list[tuple[int, int, str]]:
         """Non-overlapping secrets in ``text`` as ``(start, end, kind)``; placeholders are
         never matched, nor is anything overlapping one. ``present``: what
-        :meth:`suspects` found may match in ``text``, to save looking again."""
+        :meth:`suspects` found may match in ``text``, to save looking again. A text
+        with JSON ``\\u``/``\\/`` escapes is also searched unescaped (a secret written
+        ``ghp\\u005f…`` or ``https:\\/\\/u:pw@h``); such a find spans its escaped form.
+        Base64 runs that decode to text are searched in a one-word text or one that
+        says base64, and in any text when ``wide`` (a stored line, a payload: JSON
+        text whose strings were not seen one by one)."""
         if len(text) < self.min_text or self._known_clean(text):
             return []
         if len(text) >= _LONG and text in self._found_long:
@@ -503,7 +518,9 @@ class Rules:
         if present is None or present is _KNOWN:  # (forgotten since, if _KNOWN)
             present = self._prefilter(text)
         wake, needles = present
-        if not wake and not needles and not self._always:
+        escaped = _depth < 2 and _escaped(text)  # JSON in JSON: two levels
+        b64 = _depth == 0 and len(text) >= 32
+        if not wake and not needles and not self._always and not escaped and not b64:
             return []
         # The rules to run, each with the keywords it is tried at: a prefiltered rule
         # only at the keywords a prefilter vouched for in this text.
@@ -565,6 +582,10 @@ class Rules:
                     continue
                 reach = m.end()
                 cands.append((rule.priority, a, a - b, rule.name))
+        if escaped:
+            cands += self._unescaped_candidates(masked, _depth)
+        if b64:
+            cands += self._base64_candidates(masked, wide)
         if not cands:
             if len(text) < 200 or len(text) >= _LONG:
                 self._mark_clean(text)
@@ -587,9 +608,186 @@ class Rules:
             self._found_long[text] = list(chosen)
         return chosen
 
+    def _unescaped_candidates(self, masked: str, depth: int) -> list[tuple[int, int, int, str]]:
+        """What the rules find in ``masked`` with its JSON escapes decoded, as
+        candidates spanning the escaped text (behind any direct find: priority 60+)."""
+        decoded, pieces = _unescape(masked)
+        if decoded == masked:
+            return []
+        out = []
+        for a, b, kind in self.find(decoded, None, depth + 1):
+            oa, ob = _orig_start(pieces, a), _orig_end(pieces, b - 1)
+            out.append((60, oa, oa - ob, kind))
+        return out
+
+    def _base64_candidates(self, masked: str, wide: bool) -> list[tuple[int, int, int, str]]:
+        """Base64 runs that decode to text in which a rule finds a secret: the whole
+        run is the secret (its kind is the inner find's, with ``-base64``)."""
+        out = []
+        for a, b, decoded in _b64_runs(masked, wide):
+            inner = self.find(decoded, None, 1)
+            if inner:
+                out.append((70, a, a - b, inner[0][2] + "-base64"))
+        return out
+
     def keyed_secret(self, kind: str, value: str) -> bool:
         """Whether a whole string under a key that names a secret is the secret."""
         return kind in self.kinds and keyed_value_ok(kind, value) and not self.allowed(value)
+
+
+# 32 characters at least: base64 of a token and its name; tool and message ids
+# (toolu_ + 24) stay below it.
+# (The lookbehind starts a try only where a run starts: a run too short to count
+# is then read once, not once per character.)
+_B64_RUN = r"[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*"
+_B64_RUN_RE = LazyPattern(r"(?<![A-Za-z0-9+/])" + _B64_RUN)
+# A one-word text is searched only when it is base64 through and through (a value,
+# the output of base64, wrapped or not): a uuid or a path fails at once.
+_B64_WHOLE_RE = LazyPattern(r"\s*(" + _B64_RUN + r")\s*")
+_B64_LEAD_RE = LazyPattern(r"\0\s*[A-Za-z0-9+/]{32}")  # a text (after its NUL) that starts like one
+_B64_MAX = 1 << 16  # longer runs are images and archives, not a credentials file
+_NOT_TEXT = LazyPattern(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+# "base64" in any case, found from its "64": a literal the search skips to at C
+# speed (an alternation or a case-insensitive literal is many times slower).
+_B64_WORD_RE = LazyPattern(r"64(?<=[bB][aA][sS][eE]64)")
+
+
+def _text_ahead(head: str) -> bool:
+    """Whether base64 starting with ``head`` (48 characters) can be text: its first
+    36 bytes decode as UTF-8 without control characters. Binary fails in a few
+    bytes, before anything longer is read or decoded."""
+    if len(head) < 32:
+        return False
+    try:
+        raw = binascii.a2b_base64(head[: len(head) // 4 * 4])
+    except ValueError:  # (binascii.Error, and a character that is not ASCII)
+        return False
+    if _NOT_TEXT.search(raw):
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(raw) - 3  # (a character cut at the end of the head)
+    return True
+
+
+def _b64_text(run: str) -> str | None:
+    """A base64 run decoded, if it is UTF-8 text (not binary, not a hash)."""
+    if not _text_ahead(run[:48]):
+        return None
+    data = run.replace("\\r", "").replace("\\n", "").replace("\r", "").replace("\n", "")
+    data = data.rstrip("=")
+    data = data[: len(data) - len(data) % 4] if len(data) % 4 == 1 else data
+    try:
+        raw = binascii.a2b_base64(data + "=" * (-len(data) % 4))
+        text = raw.decode("utf-8")
+    except ValueError:  # binascii.Error, UnicodeDecodeError, not ASCII
+        return None
+    return None if _NOT_TEXT.search(raw) else text
+
+
+def _encoded_in(texts: list[str], among: list[int]) -> set[int]:
+    """Which of ``texts[among]`` pass :func:`_encoded`, found as the prefilter finds
+    needles, with three C-speed searches of the texts joined (each after a NUL): a
+    backslash (a ``memchr``), ``base64``, and a text that starts with 32 base64
+    characters; only the texts they hit are looked at one by one."""
+    if not among:
+        return set()
+    picked = [texts[j] for j in among]
+    joined = "\0" + "\0".join(picked)
+    starts = [s + 1 for s in _starts([len(t) for t in picked])]
+    last = len(picked) - 1
+    hit: set[int] = set()
+    at = joined.find("\\")
+    while at != -1:
+        k = bisect_right(starts, at) - 1
+        hit.add(k)
+        at = joined.find("\\", starts[k + 1]) if k < last else -1
+    for m in _B64_WORD_RE.finditer(joined):
+        hit.add(bisect_right(starts, m.start()) - 1)
+    for m in _B64_LEAD_RE.finditer(joined):
+        hit.add(bisect_right(starts, m.start() + 1) - 1)
+    return {among[k] for k in hit if _encoded(picked[k])}
+
+
+def _encoded(text: str) -> bool:
+    """Whether a decoded view of ``text`` must be searched too (for the prefilter:
+    a base64 candidate counts only if one of its runs decodes to text)."""
+    return _escaped(text) or any(_b64_runs(text))
+
+
+def _b64_runs(text: str, wide: bool = False) -> Iterator[tuple[int, int, str]]:
+    """The base64 runs of ``text`` that decode to text: (start, end, decoded).
+
+    Looked for where that is cheap: in a text that says base64, in any text when
+    ``wide``, and in a one-word text that is base64 as a whole."""
+    if len(text) < 32:
+        return
+    if wide or _B64_WORD_RE.search(text) is not None:
+        found: Iterable[tuple[tuple[int, int], str]] = ((m.span(), m.group()) for m in _B64_RUN_RE.finditer(text))
+    elif " " in text or "\t" in text or len(text) > 2 * _B64_MAX:
+        return  # (a one-word text that long is an image or an archive)
+    else:
+        lead = len(text) - len(text.lstrip())
+        if not _text_ahead(text[lead : lead + 48]):
+            return  # (most one-word texts: a uuid, a path, an image)
+        whole = _B64_WHOLE_RE.fullmatch(text)
+        found = [(whole.span(1), whole.group(1))] if whole is not None else []
+    for (a, b), run in found:
+        # Base64 of text mixes cases; a hex digest or a lower-case path does not.
+        if b - a <= _B64_MAX and not run.islower() and not run.isupper():
+            decoded = _b64_text(run)
+            if decoded is not None:
+                yield a, b, decoded
+
+
+def _escaped(text: str) -> bool:
+    """Whether ``text`` holds JSON escapes that can hide a secret (``\\u…``, ``\\/``)."""
+    return "\\" in text and ("\\u" in text or "\\/" in text)
+
+
+_ESCAPE_RE = LazyPattern(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"bfnrt]))")
+_SIMPLE_ESCAPES = {"/": "/", "\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(text: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """``text`` with JSON escapes decoded, and its pieces: (decoded start, original
+    start, original length, or -1 for a run copied as it is)."""
+    parts: list[str] = []
+    pieces: list[tuple[int, int, int]] = []
+    pos = dpos = 0
+    for m in _ESCAPE_RE.finditer(text):
+        a = m.start()
+        if a > pos:
+            pieces.append((dpos, pos, -1))
+            parts.append(text[pos:a])
+            dpos += a - pos
+        hexa, simple = m.group(1), m.group(2)
+        parts.append(chr(int(hexa, 16)) if hexa else _SIMPLE_ESCAPES[simple])
+        pieces.append((dpos, a, m.end() - a))
+        dpos += 1
+        pos = m.end()
+    if pos < len(text):
+        pieces.append((dpos, pos, -1))
+        parts.append(text[pos:])
+    return "".join(parts), pieces
+
+
+def _piece(pieces: list[tuple[int, int, int]], p: int) -> tuple[int, int, int]:
+    return pieces[bisect_right(pieces, (p, 1 << 62, 0)) - 1]
+
+
+def _orig_start(pieces: list[tuple[int, int, int]], p: int) -> int:
+    d, o, n = _piece(pieces, p)
+    return o + (p - d) if n < 0 else o
+
+
+def _orig_end(pieces: list[tuple[int, int, int]], last: int) -> int:
+    """Where the decoded character at ``last`` ends in the original text."""
+    d, o, n = _piece(pieces, last)
+    return o + (last - d) + 1 if n < 0 else o + n
 
 
 def _positions(low: str, word: str) -> list[int]:
@@ -761,15 +959,16 @@ class Redactor:
         """The same on raw bytes (a stored line that is not JSON); bytes that are not
         UTF-8 pass through unchanged. Returns ``data`` itself when nothing was found."""
         text = data.decode("utf-8", "surrogateescape")
-        out, findings = self.redact_text(text)
-        return (data if out is text else out.encode("utf-8", "surrogateescape")), findings
+        found: dict[str, Finding] = {}
+        out = self._text(text, found, wide=True)
+        return (data if out is text else out.encode("utf-8", "surrogateescape")), list(found.values())
 
-    def _text(self, text: str, found: dict[str, Finding], present: list[str] | None = None) -> str:
+    def _text(self, text: str, found: dict[str, Finding], present: list[str] | None = None, wide: bool = False) -> str:
         out = text
         # Again until nothing matches: replacing one secret can change what a rule sees
         # next to it. This is what makes redaction idempotent.
         while True:
-            spans = self.rules.find(out, present)
+            spans = self.rules.find(out, present, wide=wide)
             present = None
             if not spans:
                 return out
@@ -868,7 +1067,8 @@ class Redactor:
     def scan_bytes(self, data: bytes) -> list[Hit]:
         """The same on bytes (a payload blob, a stored line); positions index the text
         decoded as UTF-8 with ``surrogateescape``."""
-        return self.scan_text(data.decode("utf-8", "surrogateescape"))
+        text = data.decode("utf-8", "surrogateescape")
+        return [self._hit(kind, a, b, text[a:b]) for a, b, kind in self.rules.find(text, wide=True)]
 
     def scan_value(self, value: Any) -> list[Hit]:
         """Secrets still in a JSON value, with the path of each string that holds one."""

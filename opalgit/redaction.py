@@ -13,16 +13,20 @@ originals in the local :mod:`opalgit.vault`. The flow:
   secret still in clear (committed before a rule existed), never the secret itself.
 * ``opal push`` scans everything it would send and refuses, naming the turns, when
   a secret is in clear, unless ``--allow-secrets``.
+* ``opal secrets purge`` rewrites the states that hold a secret in clear (and the
+  states after them) as if it had been redacted at commit time: one op-log
+  operation, undoable.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from dataclasses import replace
+from typing import Iterable, Iterator
 
-from . import payloads, sequence
-from .errors import InputError, OpalError
-from .model import Turn
+from . import codec, oplog, payloads, sequence
+from .errors import InputError, OpalError, RevisionError, UsageError
+from .model import SessionInfo, StateHeader, Turn
 from .redact import Finding, Redactor, Rules, placeholders_in_value, restore_bytes, restore_value
 from .repo import Repository
 from .states import STATE_BLOB, load_state
@@ -89,6 +93,61 @@ def redact_turn(turn: Turn, r: Redactor) -> tuple[Turn, list[Finding]]:
     return turn, []
 
 
+def redact_header(repo: Repository, header: StateHeader, message: str) -> tuple[StateHeader, str]:
+    """A state header and commit message with their secrets replaced, the originals
+    put in the vault first: the session's title, model and folder, the adapter's
+    resume state (``source.state``, where Claude's ai-title, Codex's thread_name and
+    Gemini's summary are kept), ``extra``, and the message. ``source.path`` stays:
+    the next commit finds the session file by it."""
+    r = redactor(repo)
+    if r is None:
+        return header, message
+    found: list[Finding] = []
+    session, source, extra = header.session, header.source, header.extra
+    if session is not None:
+        m, f = r.redact_value(session.to_map())
+        if f:
+            found += f
+            session = SessionInfo.from_map(m)
+    if source is not None and source.state:
+        st, f = r.redact_value(source.state)
+        if f:
+            found += f
+            source = replace(source, state=st)
+    if extra:
+        ex, f = r.redact_value(extra)
+        if f:
+            found += f
+            extra = ex
+    new_message, f = r.redact_text(message)
+    found += f
+    if not found:
+        return header, message
+    vault(repo).put(found)
+    return replace(header, session=session, source=source, extra=extra), new_message
+
+
+def redact_text_for(repo: Repository, text: str) -> str:
+    """``text`` (a ``squash -m`` summary, a message) with its secrets replaced, the
+    originals in the vault first."""
+    r = redactor(repo)
+    if r is None:
+        return text
+    out, found = r.redact_text(text)
+    if found:
+        vault(repo).put(found)
+    return out
+
+
+def header_values(header: StateHeader) -> dict:
+    """What a state header records as text, for scans."""
+    return {
+        "session": header.session.to_map() if header.session is not None else {},
+        "source.state": header.source.state if header.source is not None else {},
+        "extra": header.extra,
+    }
+
+
 def restore_turn(turn: Turn, mapping: dict[str, str]) -> Turn:
     if not mapping:
         return turn
@@ -148,6 +207,12 @@ def scan_states(repo: Repository, heads: Iterable[bytes], rev: str = "", *, hist
             continue
         st = load_state(repo, oid)
         result.states += 1
+        # What the state records besides its turns: the header (titles, the
+        # adapter's resume state) and the commit message.
+        for label, value in (("header", header_values(st.header)), ("message", commit.message)):
+            for hit in scanner.scan_value(value):
+                where = "/".join(str(p) for p in hit.path) or "text"
+                result.leaks.append({"turn": f"{oid.hex()[:10]} {label}", "kind": hit.kind, "where": where})
         number = 0
         for leaf in sequence.leaves(repo.store, st.root):
             items = sequence.read_leaf(repo.store, leaf.oid)
@@ -168,6 +233,8 @@ def scan_states(repo: Repository, heads: Iterable[bytes], rev: str = "", *, hist
                     result.redacted.append({"turn": where, "kind": _kind_of(ph), "placeholder": ph})
                 for hit in scanner.scan_value(value):
                     result.leaks.append({"turn": where, "kind": hit.kind, "where": "/".join(str(p) for p in hit.path) or "text"})
+                for hit in scanner.scan_value(it.summary):  # what 'opal log --turns' shows of it
+                    result.leaks.append({"turn": where, "kind": hit.kind, "where": "/".join(("summary",) + tuple(str(p) for p in hit.path))})
                 for d, loc in it.payload_oids.items():
                     if d in seen_payloads:
                         continue
@@ -194,6 +261,211 @@ def gate(repo: Repository, head: bytes, *, allow: bool = False) -> ScanResult:
         kinds = sorted({leak["kind"] for leak in res.leaks})
         raise SecretsFoundError(
             f"refusing to push: {len(res.leaks)} secret(s) in clear ({', '.join(kinds)}) in {shown}",
-            hint="see 'opal secrets scan'; remove them (opal drop / opal trim) or push with --allow-secrets",
+            hint="see 'opal secrets scan'; 'opal secrets purge' moves them into the vault, rewriting the states that hold them "
+            "('opal undo' puts them back); or push with --allow-secrets to send them",
         )
     return res
+
+
+# ------------------------------------------------------------------------------- purging
+
+
+@dataclass
+class PurgeResult:
+    """What ``opal secrets purge`` did (or, with ``dry_run``, would do)."""
+
+    branches: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)  # name -> (old, new) head
+    states: int = 0  # states rewritten
+    kinds: list[str] = field(default_factory=list)  # of the secrets moved into the vault
+    secrets: int = 0  # distinct placeholders written
+    op: bytes | None = None
+    dry_run: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "branches": {n: {"old": a.hex(), "new": b.hex()} for n, (a, b) in self.branches.items()},
+            "states_rewritten": self.states,
+            "secrets": self.secrets,
+            "kinds": self.kinds,
+            "op": self.op.hex() if self.op else None,
+            "dry_run": self.dry_run,
+        }
+
+
+class _Purger:
+    """Rewrites the states that hold a secret in clear, and every state after them.
+
+    A state is *dirty* when a scan finds a secret in its records, their payloads and
+    summaries, its header or its message. A dirty state, and every state whose
+    parents were rewritten, is written again: every record redacted as a commit
+    would have redacted it (the secret goes to the vault, the record holds its
+    placeholder), its sequence built anew on a pack chain that continues the new
+    parent's, so no pack of the new history holds a payload in clear. Author,
+    committer and the rest of the header are kept; clean states before the first
+    dirty one keep their ids.
+    """
+
+    def __init__(self, repo: Repository, r: Redactor, *, write: bool) -> None:
+        self.repo, self.r, self.write = repo, r, write
+        self.new: dict[bytes, bytes] = {}  # old commit -> new (itself when kept)
+        self.changed: dict[bytes, bool] = {}
+        self._leaf_dirty: dict[bytes, bool] = {}
+        self._payload_dirty: dict[bytes, bool] = {}
+        self.found: dict[str, Finding] = {}
+        self.rewritten = 0
+
+    def rewrite(self, head: bytes) -> bytes:
+        store = self.repo.store
+        stack: list[tuple[bytes, bool]] = [(head, False)]
+        while stack:  # parents first, without recursion (histories can be long)
+            oid, ready = stack.pop()
+            if oid in self.changed:
+                continue
+            commit = store.read_commit(oid)
+            if not ready:
+                stack.append((oid, True))
+                stack.extend((p, False) for p in commit.parents if p not in self.changed)
+                continue
+            self._one(commit)
+        return self.new[head]
+
+    def _one(self, commit) -> None:
+        store = self.repo.store
+        oid = commit.oid
+        reparented = any(self.changed[p] for p in commit.parents)
+        names = {n for n, _, _ in store.read_tree(commit.tree)}
+        if STATE_BLOB not in names:
+            dirty = False
+            st = None
+        else:
+            st = load_state(self.repo, oid)
+            dirty = self._state_dirty(st, commit.message)
+        self.changed[oid] = dirty or reparented
+        if not self.changed[oid]:
+            self.new[oid] = oid
+            return
+        self.rewritten += st is not None
+        if not self.write:
+            self.new[oid] = oid
+            return
+        parents = [self.new[p] for p in commit.parents]
+        if st is None:
+            self.new[oid] = store.write_commit(commit.tree, parents, commit.author, commit.committer, commit.message)
+            return
+        self.new[oid] = self._rebuild(st, commit, parents)
+
+    # -- finding ------------------------------------------------------------------
+
+    def _state_dirty(self, st, message: str) -> bool:
+        if self.r.scan_value(header_values(st.header)) or self.r.scan_text(message):
+            return True
+        return any(self._leaf_is_dirty(leaf.oid) for leaf in sequence.leaves(self.repo.store, st.root))
+
+    def _leaf_is_dirty(self, leaf: bytes) -> bool:
+        known = self._leaf_dirty.get(leaf)
+        if known is not None:
+            return known
+        dirty = False
+        for it in sequence.read_leaf(self.repo.store, leaf):
+            turn = Turn.decode(it.canon)
+            if self.r.scan_value(_scanned_value(turn)) or self.r.scan_value(it.summary):
+                dirty = True
+                break
+            if any(self._payload_is_dirty(d, loc) for d, loc in it.payload_oids.items()):
+                dirty = True
+                break
+        self._leaf_dirty[leaf] = dirty
+        return dirty
+
+    def _payload_is_dirty(self, d: bytes, loc) -> bool:
+        known = self._payload_dirty.get(d)
+        if known is None:
+            known = self._payload_dirty[d] = bool(self.r.scan_bytes(payloads.load(self.repo.store, d, loc)))
+        return known
+
+    # -- rewriting ----------------------------------------------------------------
+
+    def _secure(self, found: list[Finding]) -> None:
+        new = [f for f in found if f.placeholder not in self.found]
+        if new:
+            vault(self.repo).put(new)  # before any object holding the placeholder
+            self.found.update((f.placeholder, f) for f in new)
+
+    def _items(self, st) -> Iterator[sequence.Item]:
+        from .states import turn_of
+
+        for si in sequence.iter_items(self.repo.store, st.root):
+            it = si.item
+            turn, found = redact_turn(turn_of(self.repo, it), self.r)
+            summary, more = self.r.redact_value(it.summary)
+            if found or more:
+                self._secure(found + more)
+            held: dict[bytes, bytes] = {}
+            canon = turn.encode(held)
+            yield sequence.Item(codec.digest(canon), canon, summary, payloads=held)
+
+    def _rebuild(self, st, commit, parents: list[bytes]) -> bytes:
+        from .states import PACKS_TREE, TURNS_TREE, packer_for
+
+        store = self.repo.store
+        states = [load_state(self.repo, p) for p in parents if STATE_BLOB in {n for n, _, _ in store.read_tree(store.read_commit(p).tree)}]
+        packer = packer_for(self.repo, states[0] if states else None, also=states[1:])
+        root = sequence.build(store, self._items(st), packer)
+        packer.keep_window()
+        header, message = redact_header(self.repo, st.header, commit.message)
+        entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
+        if root is not None:
+            entries.append((TURNS_TREE, True, root.oid))
+        if packer.tip is not None:
+            entries.append((PACKS_TREE, True, packer.tip))
+        oid = store.write_commit(store.write_tree(entries), parents, commit.author, commit.committer, message)
+        store.flush()
+        return oid
+
+
+def _scanned_value(turn: Turn):
+    """What a scan reads of a stored turn (payload references stay references)."""
+    if turn.has_record:
+        return turn.record
+    if isinstance(turn.line, bytes):
+        return turn.line.decode("utf-8", "replace")
+    return list(turn.blocks or ())
+
+
+def purge(repo: Repository, branches: Iterable[str] = (), *, dry_run: bool = False) -> PurgeResult:
+    """Take every secret in clear out of the history of ``branches`` (default: every
+    local branch), as if it had been redacted when it was committed.
+
+    The rewritten heads are set in one operation of the op log, each compared with
+    the head read (a branch moved meanwhile fails the whole operation), so ``opal
+    undo`` puts the old states back until they are garbage-collected.
+    """
+    from .refs import BRANCH_PREFIX, branch_ref
+
+    r = redactor(repo)
+    if r is None:
+        raise UsageError(
+            "redaction is off (secrets.redact = false): there is nothing to purge with",
+            hint="turn it on with 'opal config secrets.redact true', then run 'opal secrets purge' again",
+        )
+    with repo.lock():
+        refs = repo.refs.all()
+        names = list(dict.fromkeys(branches)) or sorted(n[len(BRANCH_PREFIX):] for n in refs if n.startswith(BRANCH_PREFIX))
+        heads: dict[str, bytes] = {}
+        for name in names:
+            oid = refs.get(branch_ref(name))
+            if oid is None:
+                raise RevisionError(f"no branch named {name!r}", hint="see 'opal branch'")
+            heads[name] = oid
+        p = _Purger(repo, r, write=not dry_run)
+        new_heads = {name: p.rewrite(oid) for name, oid in heads.items()}
+        result = PurgeResult(dry_run=dry_run, states=p.rewritten)
+        result.branches = {n: (heads[n], new_heads[n]) for n in names if p.changed[heads[n]]}
+        result.kinds = sorted({f.kind for f in p.found.values()})
+        result.secrets = len(p.found)
+        if dry_run or not result.branches:
+            return result
+        changes = {branch_ref(n): (old, new) for n, (old, new) in result.branches.items()}
+        op = oplog.new(repo, "purge", "purge secrets from " + ", ".join(result.branches), changes)
+        result.op = oplog.apply(repo, op).oid
+        return result

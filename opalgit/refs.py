@@ -18,8 +18,10 @@ can never lose each other's work.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import time
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .errors import ConflictError, RevisionError, UsageError
@@ -34,6 +36,10 @@ NAMESPACE = "refs/opal/"
 BRANCH_PREFIX = "refs/opal/heads/"
 OPLOG_REF = "refs/opal/oplog"
 REMOTE_PREFIX = "refs/opal/remotes/"
+
+class MissingObject(ConflictError):
+    """git refused a ref update: the object it would name is not in the repository."""
+
 
 class _LeaveToLibgit2(Exception):
     """A ref file this module does not read itself (libgit2 will)."""
@@ -58,8 +64,20 @@ def branch_ref(name: str) -> str:
 
 
 def check_branch_name(name: str) -> str:
-    """Refuse names git would refuse, and names that read as revisions."""
+    """Refuse names git would refuse, names that read as revisions, and names that
+    hold a secret."""
     import pygit2
+
+    from .redact import scan_text
+
+    # A ref name is pushed and cloned as it is: it cannot be redacted, only refused
+    # (first, so that no message below repeats the secret).
+    hits = scan_text(name)
+    if hits:
+        raise UsageError(
+            f"that branch name holds a secret ({hits[0].kind})",
+            hint="pick a branch name without the credential in it",
+        )
 
     bad = (
         not name
@@ -99,6 +117,9 @@ class RefStore:
         # Refs under refs/opal/ are shared by all worktrees: they live in the common dir.
         self.common_dir = common_dir
         self._files = common_dir is not None and not os.path.exists(os.path.join(common_dir, "reftable"))
+        # The repository lock's descriptor while this process holds it (set by
+        # Repository.lock): git's ref transaction inherits it.
+        self.lock_fd: int | None = None
 
     @property
     def repo(self) -> "pygit2.Repository":
@@ -259,9 +280,10 @@ class RefStore:
         """One ``git update-ref --stdin`` transaction: git locks every ref, checks each
         old value and writes all or none, as libgit2's transactions do (and ~70 ms
         sooner, with no libgit2 to load)."""
-        from . import gitcmd
-
-        lines = []
+        # An explicit transaction: git applies nothing unless it reads "commit", so a
+        # writer killed while its lines were on their way changes no ref (without
+        # "start", git commits whatever lines reached it before the end of its input).
+        lines = ["start"]
         for name in names:
             old, new = changes[name]
             if new is None:
@@ -271,40 +293,38 @@ class RefStore:
                 lines.append(f"create {name} {new.hex()}")
             else:
                 lines.append(f"update {name} {new.hex()} {old.hex()}")
-        if not lines:
+        if len(lines) == 1:
             if meanwhile is not None:
                 meanwhile()
             return
+        lines += ["prepare", "commit"]
+        proc = self._run_update_ref(message, lines, meanwhile)
+        if proc.returncode and "unknown command: start" in proc.stderr:  # git before 2.27
+            proc = self._run_update_ref(message, lines[1:-2], None)
+        if proc.returncode == 0:
+            return
+        raise _update_error(proc.stderr, names)
+
+    def _run_update_ref(self, message: str, lines: list[str], meanwhile: Callable[[], None] | None):
+        from . import gitcmd
+
+        # git inherits the repository lock (when this process holds it) and runs in a
+        # session of its own: should opal be killed meanwhile, git still finishes the
+        # transaction it began, and no other opal starts before it has (it would read
+        # the refs as they were, and its own update would then fail).
         pending = gitcmd.start(
-            self.git_dir, ["update-ref", "-m", message.replace("\n", " "), "--stdin"], input="\n".join(lines) + "\n"
+            self.git_dir,
+            ["update-ref", "-m", message.replace("\n", " "), "--stdin"],
+            input="\n".join(lines) + "\n",
+            pass_fds=(self.lock_fd,) if self.lock_fd is not None else (),
+            detach=True,
         )
         try:
             if meanwhile is not None:
                 meanwhile()
         finally:
             proc = pending.result()
-        if proc.returncode == 0:
-            return
-        err = " ".join(ln.strip() for ln in proc.stderr.splitlines() if ln.strip())
-        err = err.removeprefix("fatal: ").removeprefix("error: ")
-        clash = re.search(r"'(refs/[^']+)' exists; cannot create '(refs/[^']+)'", err)
-        if clash is not None or "blocking reference" in err:
-            # git keeps refs as files: "x" and "x/y" cannot both exist.
-            there, wanted = clash.groups() if clash else ("a ref below it", next(iter(names)))
-            raise UsageError(
-                f"{_short_ref(wanted)} cannot exist beside {_short_ref(there)}",
-                hint="git stores a ref as a file, so 'x' and 'x/y' cannot both exist; choose another name",
-            )
-        if "but expected" in err or "already exists" in err or "unable to resolve reference" in err:
-            bad = next((n for n in names if f"'{n}'" in err), names[0])
-            raise ConflictError(
-                f"{_short_ref(bad)} changed while this command ran",
-                hint="another opal process updated it; run the command again",
-            )
-        raise ConflictError(
-            f"could not update {', '.join(_short_ref(n) for n in names)}: {err or 'git update-ref failed'}",
-            hint="another opal or git process holds the ref lock; run the command again",
-        )
+        return proc
 
     def _libgit2_update(self, names: list[str], changes: Mapping[str, Change], message: str) -> None:
         import pygit2
@@ -329,11 +349,91 @@ class RefStore:
                     else:
                         txn.set_target(name, pygit2.Oid(raw=new), message=message)
         except pygit2.GitError as exc:
-            # A held lock (another writer mid-update) surfaces here.
-            raise ConflictError(
-                f"could not update {', '.join(_short_ref(n) for n in names)}: {exc}",
-                hint="another opal or git process holds the ref lock; run the command again",
-            ) from None
+            # A held lock (another writer mid-update), or a disk that is full.
+            raise _update_error(str(exc), names) from None
+
+
+def _update_error(stderr: str, names: list[str]) -> Exception:
+    """What a failed ref transaction means, from git's (or libgit2's) message: a name
+    that clashes, a ref another writer moved, a lock file someone holds (or a killed
+    git left), or a disk that is full: each said as what it is, with the path."""
+    err = " ".join(ln.strip() for ln in stderr.splitlines() if ln.strip())
+    err = err.removeprefix("fatal: ").removeprefix("error: ")
+    clash = re.search(r"'(refs/[^']+)' exists; cannot create '(refs/[^']+)'", err)
+    if clash is not None or "blocking reference" in err:
+        # git keeps refs as files: "x" and "x/y" cannot both exist.
+        there, wanted = clash.groups() if clash else ("a ref below it", names[0])
+        return UsageError(
+            f"{_short_ref(wanted)} cannot exist beside {_short_ref(there)}",
+            hint="git stores a ref as a file, so 'x' and 'x/y' cannot both exist; choose another name",
+        )
+    if "but expected" in err or "already exists" in err or "unable to resolve reference" in err:
+        bad = next((n for n in names if f"'{n}'" in err), names[0])
+        return ConflictError(
+            f"{_short_ref(bad)} changed while this command ran",
+            hint="another opal process updated it; run the command again",
+        )
+    missing = re.search(r"trying to write ref '([^']+)' with nonexistent object ([0-9a-f]+)", err)
+    if missing is not None:
+        return MissingObject(
+            f"{_short_ref(missing.group(1))} would name object {missing.group(2)[:12]}, which is not in the repository",
+            hint="nothing was changed; a 'git gc --prune=now' running meanwhile deleted it: run the command again",
+        )
+    held = re.search(r"'([^']+\.lock)'[^']*: File exists", err)
+    failed = re.search(
+        r"(?:Unable to create|failed to (?:lock|write) file|couldn't write) '([^']+)'(?: for writing)?(?::? ?(.*))?",
+        err,
+        re.IGNORECASE,
+    )
+    bare = failed is not None and not (failed.group(2) or "").strip()
+    if held is None and failed is not None and failed.group(1).endswith(".lock") and bare:
+        # libgit2 says only "failed to lock file '...lock' for writing": held if it is there.
+        held = failed if os.path.exists(failed.group(1)) else None
+    if held is not None:
+        path = held.group(1)
+        try:
+            age = f", {max(0, int(time.time() - os.stat(path).st_mtime))} s old"
+        except OSError:
+            age = ""
+        return ConflictError(
+            f"{path} exists{age}: another git process is updating that ref, or one that was killed left it",
+            hint=f"nothing was changed; if no git or opal command is running in this repository, delete {path} "
+            "and run the command again",
+        )
+    if failed is not None:
+        path, why = failed.group(1), (failed.group(2) or "").strip().rstrip(".")
+        return _os_error(path, why)
+    return ConflictError(
+        f"could not update {', '.join(_short_ref(n) for n in names)}: {err or 'git update-ref failed'}",
+        hint="nothing was changed; run the command again",
+    )
+
+
+#: What git says when it cannot create a file, and the errno it stands for.
+_REASONS = {
+    "no space left on device": errno.ENOSPC,
+    "disk quota exceeded": errno.EDQUOT,
+    "permission denied": errno.EACCES,
+    "read-only file system": errno.EROFS,
+    "too many open files": errno.EMFILE,
+}
+
+
+def _os_error(path: str, why: str) -> OSError:
+    """The OS error behind git's failure to write ``path``, as the CLI reports any
+    (one line naming the file). git's "couldn't write" gives no reason: a file
+    system with no room left is the usual one, and the one checked here."""
+    code = next((c for text, c in _REASONS.items() if text in why.lower()), None)
+    if code is None:
+        try:
+            st = os.statvfs(os.path.dirname(path) or ".")
+            if st.f_bavail * st.f_frsize < 64 * 1024 or (st.f_files and st.f_favail == 0):
+                code = errno.ENOSPC
+        except OSError:
+            pass
+    if code is not None:
+        return OSError(code, os.strerror(code), path)
+    return OSError(errno.EIO, why or "git could not write it", path)
 
 
 def _short_ref(name: str) -> str:

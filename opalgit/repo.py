@@ -437,10 +437,14 @@ class Repository:
                             hint="wait for it to finish, then run the command again",
                         ) from None
                     time.sleep(0.05)
+            self.refs.lock_fd = fd
             try:
                 yield
             finally:
+                self.refs.lock_fd = None
                 self.store.discard()
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                # Not LOCK_UN: that would release the lock for a git child that
+                # inherited it and is still finishing a ref transaction (see
+                # RefStore.update); closing our descriptor leaves it to that child.
         finally:
             os.close(fd)

@@ -266,9 +266,15 @@ class Rule:
         return self.check is None or self.check(text, m, a, b)
 
 
+_ESCAPED_BEFORE = LazyPattern(r"(?:\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|%[0-9A-Fa-f]{2})$")
+
+
 def _left_ok(text: str, i: int) -> bool:
-    """Nothing glued on the left, except a JSON escape such as ``\\n`` just before."""
-    return i == 0 or text[i - 1] not in _ALNUM or (i >= 2 and text[i - 2] == "\\")
+    """Nothing glued on the left, except an escape just before: a JSON ``\\n``, a
+    ``\\u003c``, a ``\\x3d`` or a URL's ``%3D`` (a token right after ``=``, ``<``)."""
+    if i == 0 or text[i - 1] not in _ALNUM or (i >= 2 and text[i - 2] == "\\"):
+        return True
+    return _ESCAPED_BEFORE.search(text, max(0, i - 6), i) is not None
 
 
 def _key_before(text: str, m: "re.Match[str]", kw_group: str = "kw") -> str:
@@ -278,6 +284,9 @@ def _key_before(text: str, m: "re.Match[str]", kw_group: str = "kw") -> str:
     while k0 > stop and text[k0 - 1] in _KEYCHARS:
         k0 -= 1
     return text[k0 : m.end("rest")]
+
+
+_CALL_RE = LazyPattern(r"[A-Za-z_][A-Za-z0-9_.]*\(")
 
 
 def _env_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
@@ -291,6 +300,8 @@ def _env_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
     if key_kind(key, env=True) is None:
         return False
     value = text[a:b]
+    if _CALL_RE.match(value):
+        return False  # SECRET_KEY=os.environ.get('SECRET_KEY'): code, not a value
     return not (value.isdigit() and len(value) < 12)
 
 
@@ -313,9 +324,16 @@ def _aws_secret_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
     return "aws" in key or "access" in key
 
 
+_URL_PATH_CHARS = LazyPattern(r"[/?#]")
+
+
 def _url_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
     s = m.start()
-    return s > 0 and text[s - 1] in _ALNUM  # a scheme before "://"
+    if not (s > 0 and text[s - 1] in _ALNUM):  # a scheme before "://"
+        return False
+    cut = _URL_PATH_CHARS.search(text, a, b)
+    # ``host:8080/path?to=me@x``: a port and a path, not a password with '/' in it.
+    return cut is None or not (text[a : cut.start()].isdigit() or cut.start() == a)
 
 
 def _basic_check(text: str, m: "re.Match[str]", a: int, b: int) -> bool:
@@ -344,6 +362,9 @@ def _assignment_regex(words: str) -> LazyPattern:
 _PEM_CLASS = r"(?:[A-Za-z0-9+/=\s:,\\]|-(?!----))"
 _PEM_RE = LazyPattern(
     r"-----BEGIN (?P<label>(?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:\s|\\[rn])*"
+    # Armor headers (PGP's Version:, Comment:, Hash:; RFC 4880 7.): one per line.
+    r"(?:[A-Za-z][A-Za-z0-9\-]{0,40}: ?[^\n\\]{0,300}(?:\r?\n|\\r\\n|\\n))*"
     r"(?:\s|\\[rn])*"
     r"(?:(?P<body>" + _PEM_CLASS + r"{16,20000}?)(?:\s|\\[rn])*-----END (?P=label)PRIVATE KEY(?: BLOCK)?-----"
     r"|(?P<cut>[A-Za-z0-9+/=]{16,}(?:(?:\s|\\[rn])+[A-Za-z0-9+/=]{16,})*))"
@@ -400,6 +421,94 @@ def _assigned(*words: str) -> tuple:
 
 _TOKEN = dict(anchored=True, edges=True, fake_filter="token", builtin=True, priority=10)
 _ASSIGNED = dict(fake_filter="value", builtin=True)
+
+
+def _tok(name: str, regex: str, keywords: tuple, prefilters: tuple, description: str, **kw) -> Rule:
+    """A token format recognized by its prefix, length and alphabet."""
+    return Rule(name, LazyPattern(regex), keywords=keywords, prefilters=prefilters,
+                description=description, **{**_TOKEN, **kw})
+
+
+def _more_tokens() -> list[Rule]:
+    """Token formats of more providers: their published prefixes, with lengths a little
+    looser where a format has varied. Their prefilters share the anchors the gate
+    already searches ("-", "g", "k", "cr", "://", an exact "A"; one rare literal,
+    "ya29."), with a lookbehind for the rest of the prefix: each new anchor is one
+    more search of every text, and an "_" anchor alone cost half of the redaction
+    time of the bench's session."""
+    P = Prefilter
+    # One alternative of the "-" search for five "prefix-body" formats: a tail that
+    # several rules declare alike is searched once and vouches for all of them.
+    dash = r"(?<=[a-z0-9.]{2}-)[a-z0-9]{16}"
+    return [
+        _tok("sendgrid-key", r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}", ("SG.",),
+             (P("g", r"\.(?<=sg\.)[a-z0-9_\-]{22}\.", at=1),), "SendGrid API keys (SG.….…)"),
+        _tok("groq-key", r"gsk_[A-Za-z0-9]{52}", ("gsk_",), (P("g", r"sk_[a-z0-9]{52}"),), "Groq API keys (gsk_…)"),
+        _tok("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{28}", ("GOCSPX-",),
+             (P("g", r"ocspx-[a-z0-9_\-]{28}"),), "Google OAuth client secrets (GOCSPX-…)"),
+        _tok("google-oauth-token", r"ya29\.[A-Za-z0-9_\-]{30,}", ("ya29.",),
+             (P("ya29.", r"[a-z0-9_\-]{30}"),), "Google OAuth access tokens (ya29.…)"),
+        _tok("pypi-token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}", ("pypi-",),
+             (P("A", r"(?<=pypi-A)gEIcHlwaS5vcmc[A-Za-z0-9_\-]{50}", exact=True, at=5),), "PyPI upload tokens (pypi-AgEI…)"),
+        _tok("figma-token", r"figd_[A-Za-z0-9_\-]{40}", ("figd_",),
+             (P("g", r"d_(?<=figd_)[a-z0-9_\-]{40}", at=2),), "Figma tokens (figd_…)"),
+        _tok("docker-token", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{27,}", ("dckr_pat_", "dckr_oat_"),
+             (P("k", r"r_(?:pat|oat)_(?<=dckr_..._)[a-z0-9_\-]{27}", at=2),), "Docker Hub tokens (dckr_pat_…)"),
+        _tok("pulumi-token", r"pul-[a-f0-9]{40}", ("pul-",), (P("-", dash, at=3),),
+             "Pulumi access tokens (pul-…)"),
+        _tok("xai-key", r"xai-[A-Za-z0-9]{80}", ("xai-",), (P("-", dash, at=3),),
+             "xAI API keys (xai-…)"),
+        _tok("perplexity-key", r"pplx-[A-Za-z0-9]{48}", ("pplx-",), (P("-", dash, at=4),),
+             "Perplexity API keys (pplx-…)"),
+        _tok("pinecone-key", r"pcsk_[A-Za-z0-9_]{50,}", ("pcsk_",), (P("k", r"_(?<=pcsk_)[a-z0-9_]{50}", at=3),),
+             "Pinecone API keys (pcsk_…)"),
+        _tok("tavily-key", r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{32}", ("tvly-",),
+             (P("-", r"(?<=tvly-)(?:dev-|prod-)?[a-z0-9]{32}", at=4),), "Tavily API keys (tvly-…)"),
+        _tok("grafana-token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}", ("glsa_", "glc_"),
+             (P("g", r"l(?:sa_[a-z0-9]{32}_|c_[a-z0-9+/]{32})"),), "Grafana service account and cloud tokens"),
+        _tok("rubygems-key", r"rubygems_[a-f0-9]{48}", ("rubygems_",),
+             (P("g", r"ems_(?<=rubygems_)[a-f0-9]{48}", at=4),), "RubyGems API keys (rubygems_…)"),
+        _tok("postman-key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", ("PMAK-",),
+             (P("A", r"K-(?<=PMAK-)[a-f0-9]{24}-", exact=True, at=2),), "Postman API keys (PMAK-…)"),
+        _tok("newrelic-key", r"NRAK-[A-Z0-9]{27}", ("NRAK-",), (P("A", r"K-(?<=NRAK-)[A-Z0-9]{27}", exact=True, at=2),),
+             "New Relic user API keys (NRAK-…)"),
+        _tok("heroku-key", r"HRKU-[A-Za-z0-9_\-]{40,}", ("HRKU-",), (P("-", r"(?<=hrku-)[a-z0-9_\-]{40}", at=4),),
+             "Heroku API keys (HRKU-…)"),
+        _tok("age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("AGE-SECRET-KEY-1",),
+             (P("A", r"GE-SECRET-KEY-1[A-Z0-9]{58}", exact=True),), "age encryption secret keys"),
+        _tok("alibaba-key-id", r"LTAI[A-Za-z0-9]{20}", ("LTAI",),
+             (P("A", r"I(?<=LTAI)[A-Za-z0-9]{20}", exact=True, at=2),), "Alibaba Cloud access key ids (LTAI…)",
+             min_classes=2),
+        _tok("atlassian-token", r"ATATT3[A-Za-z0-9_\-=]{100,}", ("ATATT3",),
+             (P("A", r"TATT3[A-Za-z0-9_\-=]{100}", exact=True),), "Atlassian API tokens (ATATT3…)"),
+        _tok("square-token", r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,43}", ("sq0atp-", "sq0csp-"),
+             (P("-", r"(?<=sq0atp-|sq0csp-)[a-z0-9_\-]{22}", at=6),), "Square access tokens and secrets"),
+        _tok("mailgun-key", r"key-[a-f0-9]{32}", ("key-",), (P("k", r"ey-[a-f0-9]{32}"),), "Mailgun API keys (key-…)"),
+        _tok("mailchimp-key", r"[a-f0-9]{32}-us[0-9]{1,2}", ("-us",),
+             (P("-", r"us[0-9](?<=[a-f0-9]{32}-us[0-9])"),), "Mailchimp API keys (…-us21)", back=32),
+        # (often glued to "bot" in an API URL: the regex bounds it, not the edges test)
+        _tok("telegram-bot-token", r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])", (":AA",),
+             (P("A", r"(?<=[0-9]:A)A[A-Za-z0-9_\-]{33}", exact=True, at=None),), "Telegram bot tokens (123456789:AA…)",
+             anchored=False, edges=False),
+        _tok("brevo-key", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ("xkeysib-",),
+             (P("k", r"eysib-[a-f0-9]{64}", at=1),), "Brevo (Sendinblue) API keys (xkeysib-…)"),
+        _tok("flutterwave-key", r"FLWSECK(?:_TEST)?-[a-f0-9]{32}-X", ("FLWSECK",),
+             (P("k", r"(?<=flwseck)(?:_test)?-[a-f0-9]{32}", at=6),), "Flutterwave secret keys (FLWSECK-…)"),
+        _tok("cloudflare-origin-key", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", ("v1.0-",),
+             (P("-", dash, at=4),), "Cloudflare Origin CA keys (v1.0-…)"),
+        _tok("supabase-key", r"sb_secret_[A-Za-z0-9_\-]{31,}", ("sb_secret_",),
+             (P("cr", r"et_(?<=sb_secret_)[a-z0-9_\-]{31}", at=5),), "Supabase secret keys (sb_secret_…)"),
+        _tok("notion-token", r"secret_[A-Za-z0-9]{43}", ("secret_",),
+             (P("cr", r"et_(?<=secret_)[a-z0-9]{43}", at=2),), "Notion integration tokens (secret_…)", min_classes=2),
+        _tok("firecrawl-key", r"fc-[a-f0-9]{32}", ("fc-",), (P("-", dash, at=2),),
+             "Firecrawl API keys (fc-…)", min_classes=2),
+        _tok("openrouter-key", r"sk-or-v1-[a-f0-9]{64}", ("sk-or-v1-",), (P("k", r"-or-v1-(?<=sk-or-v1-)[a-f0-9]{64}", at=1),),
+             "OpenRouter API keys (sk-or-v1-…)"),
+        _tok("discord-webhook", r"(?:(?<=://)|(?<=://ptb\.)|(?<=://canary\.))discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/"
+             r"(?P<s>[A-Za-z0-9_\-]{60,68})",
+             ("discord",), (P("://", r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17}", at=None),), "the secret part of Discord webhook URLs",
+             group="s"),
+    ]
 
 
 def _builtin_rules() -> list[Rule]:
@@ -591,12 +700,15 @@ def _builtin_rules() -> list[Rule]:
             **_TOKEN,
             description="JSON Web Tokens (eyJ….eyJ….…)",
         ),
+        *_more_tokens(),
         Rule(
             "url-password",
-            c(r"://(?P<user>[^\s:/?#@'\"<>\\]{0,128}):(?P<s>[^\s/?#@'\"<>\\]{1,256})@(?=[A-Za-z0-9\[])"),
+            # The password may hold '/', '?' and '#' (unencoded, as people write them);
+            # _url_check tells it from a port followed by a path.
+            c(r"://(?P<user>[^\s:/?#@'\"<>\\]{0,128}):(?P<s>[^\s@'\"<>\\]{1,256})@(?=[A-Za-z0-9\[])"),
             "s",
             keywords=("://",),
-            prefilters=(Prefilter("://", r"[^\s/?#@'\"<>\\]{1,385}@", needs="@"),),
+            prefilters=(Prefilter("://", r"[^\s@'\"<>\\]{1,385}@", needs="@"),),
             anchored=True,
             priority=20,
             check=_url_check,
@@ -641,7 +753,9 @@ def _builtin_rules() -> list[Rule]:
             c(
                 r"(?P<kw>KEY|SECRET|TOKEN|PASS|PWD|AUTH|CREDENTIAL)(?P<rest>[A-Z0-9_]{0,60}?)"
                 r"=(?:\\?\"(?P<dq>[^\"\n\\]{1,500})\\?\"|'(?P<sq>[^'\n]{1,500})'"
-                r"|(?P<uq>[^\s'\"`#;&|<>()\\]{1,500})(?=[\s'\"`#;&|)\\]|$))"
+                # Unquoted: up to a space or quote (a Django SECRET_KEY holds '(', '&',
+                # '#'), less a shell's trailing ';', '&&', '|' or ')'.
+                r"|(?P<uq>[^\s'\"`\\]{0,499}[^\s'\"`\\;&|)])(?=[;&|)]*(?:[\s'\"`\\]|$)))"
             ),
             ("dq", "sq", "uq"),
             keywords=("key", "secret", "token", "pass", "pwd", "auth", "credential"),

@@ -4,10 +4,19 @@ One server per user, interpreter, package and key environment (see
 :func:`opalgit.client.server_key`) listens on a Unix socket in a folder only its user
 can enter. For each connection it forks: the child takes the client's request (its
 arguments, working folder, environment, umask and standard streams, passed as file
-descriptors), becomes that command's process and runs :func:`opalgit.cli.main`
-exactly as ``opal`` would, then sends back the exit code. The server itself runs no
-command and keeps no state between them; every command starts from the same loaded
-modules, copied on write.
+descriptors), becomes that command's process, says it is ready and waits for the
+client's go-ahead; only then does it run :func:`opalgit.cli.main` exactly as ``opal``
+would, and send back the exit code. A client that stopped waiting (a server too slow
+to answer) closes the connection instead, and the process exits having run nothing.
+The server itself runs no command and keeps no state between them; every command
+starts from the same loaded modules, copied on write.
+
+A command's process takes over what a process of its own would have had from the
+client: environment (and with it the time zone, re-read by ``time.tzset``), folder,
+umask, streams, the signals the client ignores or blocks, ``sys.path`` and
+``sys.orig_argv``. What it cannot take (ids, limits, priority, cgroup, namespaces,
+sandbox) is part of the server's key instead (:func:`opalgit.client.process_context`).
+It ends when its client does, even one killed with SIGKILL (:func:`_watch_client`).
 
 It stops by itself: after ``idle`` seconds without a command, when another server
 has taken its socket, when the socket is removed, and before serving a command with
@@ -124,10 +133,13 @@ def serve(path: str, key: str, idle: float) -> None:
     ident = os.stat(path).st_ino
     with open(path + ".pid", "w") as fh:
         fh.write(f"{os.getpid()}\n")
-    try:
-        os.unlink(path + ".starting")  # see client._claim_start
-    except FileNotFoundError:
-        pass
+    # See client._claim_start, and client.passed_over: the server that did not answer
+    # no longer has the socket; when it runs again it sees that and exits.
+    for name in (path + ".starting", path + ".silent"):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
 
     def stop(_signum: int, _frame: Any) -> None:
         raise _Stop
@@ -202,14 +214,27 @@ def _same_user(conn: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
+def _read_request(conn: socket.socket) -> dict:
     conn.settimeout(10.0)  # a client sends its request at once; one that does not is gone
-    head, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)  # the descriptors come with the first bytes
-    data = client.recv_message(conn, head) if head else None
+    data = client.recv_message(conn)
     if data is None:
         raise EOFError
     conn.settimeout(None)
-    return marshal.loads(data), fds
+    return marshal.loads(data)
+
+
+def _go_ahead(conn: socket.socket) -> list[int] | None:
+    """The client's three standard streams, which come with its go-ahead; None when
+    the client closed the connection instead (it runs the command itself, or is gone)."""
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(conn, 1, 3)
+    except OSError:
+        return None
+    if data != client.GO or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return fds
 
 
 def _child(conn: socket.socket, key: str, info: dict) -> None:
@@ -223,7 +248,7 @@ def _child(conn: socket.socket, key: str, info: dict) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         try:
-            request, fds = _read_request(conn)
+            request = _read_request(conn)
         except (OSError, EOFError, ValueError, TypeError):
             os._exit(1)
         if not isinstance(request, dict):
@@ -235,11 +260,19 @@ def _child(conn: socket.socket, key: str, info: dict) -> None:
             _reply(conn, client.ACCEPTED, os.getpid())
             client.send_message(conn, marshal.dumps(info))
             os._exit(0)
-        if request.get("op") != "run" or len(fds) != 3:
+        if request.get("op") != "run":
             _reply(conn, client.REFUSED, 3)
             os._exit(0)
-        _become(request, fds)
-        _reply(conn, client.ACCEPTED, os.getpid())
+        _become(request)
+        try:
+            _reply(conn, client.ACCEPTED, os.getpid())
+        except OSError:
+            os._exit(0)
+        fds = _go_ahead(conn)
+        if fds is None:  # the client runs it itself, or is gone: run nothing
+            os._exit(0)
+        _take_streams(request, fds)
+        _watch_client(conn)
         accepted = True
         code = _run(request["args"])
     except BaseException:  # noqa: BLE001 - the process must report and end, whatever happened
@@ -256,18 +289,43 @@ def _child(conn: socket.socket, key: str, info: dict) -> None:
             pass
         code = 70
     try:
+        if accepted:
+            _watch_client(conn, False)
         _reply(conn, client.EXITED if accepted else client.REFUSED, code)
     except OSError:
         pass
     os._exit(code)
 
 
-def _become(request: dict, fds: list[int]) -> None:
-    """Take the client's place: its folder, umask, environment and standard streams."""
+def _become(request: dict) -> None:
+    """Take the client's place: what a process of its own would have had from it
+    (but its streams, :func:`_take_streams`)."""
     os.chdir(request["cwd"])
     os.umask(request["umask"])
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(request["env"])  # os.environ sets the C library's environment too
+    if hasattr(time, "tzset"):
+        # The C library and the time module read TZ once, in the server; a process of
+        # its own reads the client's (TZ is not part of the server's key).
+        time.tzset()
+    sys.argv = [request["argv0"], *request["args"]]
+    sys.orig_argv = list(request["orig_argv"])
+    # Where a module imported later is found: the client's path, whose first entry is
+    # its own (the script's folder, or its working folder for `python -m`), not the
+    # server's "" (a folder that would now mean the client's working folder).
+    sys.path[:] = request["path"]
+    # A process inherits the signals its parent ignores (nohup's SIGHUP, a background
+    # job's SIGINT) and its blocked signals across exec; the client passes them on.
+    for signum in request["ignored"]:
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, request["mask"])
+
+
+def _take_streams(request: dict, fds: list[int]) -> None:
+    """The client's standard streams as this process's own."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -276,7 +334,42 @@ def _become(request: dict, fds: list[int]) -> None:
     sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding=ie, errors=ierr)
     sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding=oe, errors=oerr, line_buffering=os.isatty(1))
     sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding=ee, errors=eerr, line_buffering=True)
-    sys.argv = [request["argv0"], *request["args"]]
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+
+
+def _watch_client(conn: socket.socket, on: bool = True) -> None:
+    """End this process when the client goes, as a process of its own ends with a
+    ``kill -9`` of ``opal``: when the client's end of the connection closes (the
+    kernel closes it however the client ends), the kernel sends this process SIGKILL
+    (O_ASYNC with F_SETSIG on Linux; elsewhere SIGIO, whose handler kills it).
+
+    The kernel, not a thread: it acts however busy the command is (a thread would wait
+    for the interpreter's lock, and would keep the redaction worker from forking); it
+    does not depend on the server (which may be stopped or gone); and the connection
+    ends exactly when the client does, which neither a parent-death signal (the parent
+    is the server) nor a process id (reused) can say. The client sends nothing after
+    the go-ahead, so the socket turns readable only when the client is gone; it may have
+    gone before this was set up, hence the look right after. ``on=False``, once the
+    command is done: the client's close after the exit code ends nothing."""
+    import fcntl
+
+    fd = conn.fileno()
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    if not on:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_ASYNC)
+        return
+    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+    if hasattr(fcntl, "F_SETSIG"):
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGKILL)
+    else:
+        signal.signal(signal.SIGIO, lambda *_: os.kill(os.getpid(), signal.SIGKILL))
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_ASYNC)
+    try:
+        gone = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        gone = False
+    if gone:
+        os._exit(1)
 
 
 def _run(args: list[str]) -> int:

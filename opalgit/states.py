@@ -46,7 +46,8 @@ def load_state(repo: Repository, oid: bytes) -> State:
     entries = {name: (is_tree, child) for name, is_tree, child in repo.store.read_tree(commit.tree)}
     if STATE_BLOB not in entries:
         raise RevisionError(f"{oid.hex()[:12]} is not an opal state commit")
-    header = StateHeader.decode(codec.unframe(repo.store.read_blob(entries[STATE_BLOB][1])))
+    header = StateHeader.decode(codec.unframe(repo.store.read_blob(entries[STATE_BLOB][1]), limit=codec.MAX_HEADER_SIZE,
+                                             what=f"the state header of {oid.hex()[:12]}"))
     root = None
     if TURNS_TREE in entries:
         root = Node(entries[TURNS_TREE][1], header.items, header.turns)
@@ -66,9 +67,13 @@ def write_state(
     """Write a state commit. ``packs`` is the tip of the payload pack chain; by
     default the first parent's is carried forward."""
     store = repo.store
+    from . import redaction  # (its rules cost start-up time: loaded when a state is written)
+
+    # Titles, the adapter's resume state and the message enter the object too.
+    header, message = redaction.redact_header(repo, header, message)
     if packs is None and parents:
         packs = load_state(repo, parents[0]).packs
-    entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode())))]
+    entries = [(STATE_BLOB, False, store.write_blob(codec.frame(header.encode(), limit=codec.MAX_HEADER_SIZE)))]
     if root is not None:
         entries.append((TURNS_TREE, True, root.oid))
     if packs is not None:

@@ -18,15 +18,21 @@ import os
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import odb, packfile
-from .errors import CorruptObjectError, OpalError
+from .errors import ConflictError, CorruptObjectError, OpalError
 from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
 from .structs import dataclass
 
 if TYPE_CHECKING:
     import pygit2
 
-#: Below this many new objects a flush writes loose objects, above it one pack.
+#: Below this many new objects (and :data:`LOOSE_BYTES`) a flush writes loose
+#: objects, above it one pack.
 PACK_THRESHOLD = 64
+LOOSE_BYTES = 1 << 20
+#: Bytes of flushed objects kept in memory until the refs name them, so that what a
+#: concurrent ``git gc --prune=now`` deletes meanwhile can be written again (see
+#: :meth:`GitObjectStore.secure`); packs need none (they are kept by a ``.keep``).
+RETAIN_BYTES = 8 << 20
 #: A store flushes by itself once this many bytes are buffered (bounds memory).
 FLUSH_BYTES = 8 * 1024 * 1024
 #: Decoded trees kept per store (a leaf tree is a few hundred bytes).
@@ -180,7 +186,14 @@ class ObjectStore:
         """Write every buffered object that the backend does not have yet."""
         if not self._pending:
             return
-        new = [(oid, t, d) for oid, (t, d) in self._pending.items() if not self._backend_exists(oid)]
+        new, had = [], []
+        for oid, (t, d) in self._pending.items():
+            if self._backend_exists(oid):
+                had.append(oid)
+            else:
+                new.append((oid, t, d))
+        if had:
+            self._backend_reused(had)
         if new:
             self._backend_write(new)
             self.written_objects += len(new)
@@ -188,12 +201,26 @@ class ObjectStore:
         self._pending.clear()
         self._pending_bytes = 0
 
+    def secure(self, *, moved: bool = False) -> None:
+        """Before refs are pointed at what was flushed (and right after, ``moved``):
+        check that it is all still there, and write again what was deleted meanwhile;
+        before, raise :class:`ConflictError` for what cannot be (nothing has been
+        changed)."""
+
+    def settle(self) -> None:
+        """After refs name what was flushed (or the command gave it up): release what
+        protected it from a concurrent ``git gc``."""
+
     def discard(self) -> None:
         """Forget buffered objects (an operation that failed before its ref update)."""
+        self.settle()
         self._pack_cache = None  # it may hold packs that were never written
         self.derived.clear()  # ... and facts about objects that were never written
         self._pending.clear()
         self._pending_bytes = 0
+
+    def _backend_reused(self, oids: list[bytes]) -> None:
+        """Objects a flush found written already (a ref may be about to name them)."""
 
     # -- reading ------------------------------------------------------------------
 
@@ -282,6 +309,15 @@ class GitObjectStore(ObjectStore):
             self.files = odb.FileObjectDatabase(objects_dir)
         except odb.Unsupported:
             self.files = None
+        # What a concurrent `git gc --prune=now` may delete before the refs name it
+        # (docs/reliability.md): the .keep files of new packs (which gc honours), and
+        # the loose or already present objects flushed since, with their bytes while
+        # they fit in RETAIN_BYTES (to write them again), else their ids.
+        self._keeps: list[str] = []
+        self._retained: dict[bytes, tuple[int, bytes]] = {}
+        self._retained_bytes = 0
+        self._watched: list[bytes] = []
+        self._released = False
 
     @property
     def repo(self) -> "pygit2.Repository":
@@ -293,6 +329,11 @@ class GitObjectStore(ObjectStore):
         import pygit2
 
         try:
+            # libgit2 inflates a whole object at once: ask its size first, and refuse
+            # what no object of opal's can be before anything is allocated.
+            _kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid))
+            if size > odb.MAX_GIT_OBJECT:
+                raise odb.too_large(oid, size)
             obj_type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
         except KeyError:
             return None
@@ -328,8 +369,63 @@ class GitObjectStore(ObjectStore):
         self._write(objects)
 
     def _write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
-        if len(objects) < PACK_THRESHOLD:
+        if len(objects) < PACK_THRESHOLD and sum(len(d) for _, _, d in objects) <= LOOSE_BYTES:
             for oid, t, d in objects:
                 packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
+            self._watch(objects)
             return
-        packfile.write_pack(os.path.join(self.objects_dir, "pack"), objects, len(objects))
+        pack_dir = os.path.join(self.objects_dir, "pack")
+        # No ref names these objects yet: the pack is kept (git gc neither deletes it
+        # nor drops its unreachable objects) until settle().
+        path = packfile.write_pack(pack_dir, objects, len(objects), keep=True)
+        self._keeps.append(path[: -len(".pack")] + ".keep")
+
+    def _backend_reused(self, oids: list[bytes]) -> None:
+        # Present already, but perhaps unreachable (a killed command's objects): a gc
+        # may delete them before the refs name them, as it may new loose objects.
+        # Freshened as git does, so that an old one survives a gc with an expiry.
+        for oid in oids:
+            packfile.freshen_loose(self.objects_dir, oid)
+        self._watch([(oid, *self._pending[oid]) for oid in oids])
+
+    def _watch(self, objects: list[tuple[bytes, int, bytes]]) -> None:
+        for oid, t, d in objects:
+            if self._retained_bytes + len(d) <= RETAIN_BYTES:
+                self._retained[oid] = (t, d)
+                self._retained_bytes += len(d)
+            else:
+                self._watched.append(oid)
+
+    def secure(self, *, moved: bool = False) -> None:
+        if not (self._retained or self._watched):
+            return
+        if self.files is not None:
+            self.files.refresh()  # forget packs a gc deleted since they were opened
+        for oid, (t, d) in self._retained.items():
+            if not self._backend_exists(oid):
+                packfile.write_loose(self.objects_dir, oid, t, d, shared=self.shared)
+        if moved:  # the refs name them now: a later gc keeps them
+            return
+        lost = [oid for oid in self._watched if not self._backend_exists(oid)]
+        if lost:
+            raise ConflictError(
+                f"{len(lost)} object(s) this command was about to record were deleted meanwhile "
+                f"(e.g. {lost[0].hex()[:12]}), by a 'git gc --prune=now' or 'git prune' running at the same time",
+                hint="nothing was changed; run the command again",
+            )
+
+    def settle(self) -> None:
+        if self._keeps or self._retained or self._watched:
+            # What a killed opal left (once per command that wrote something).
+            if not self._released:
+                self._released = True
+                packfile.release_stale_keeps(os.path.join(self.objects_dir, "pack"))
+        for path in self._keeps:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._keeps.clear()
+        self._retained.clear()
+        self._retained_bytes = 0
+        self._watched.clear()

@@ -6,7 +6,9 @@
 #
 # What it installs: opal itself (editable) with its test extras into .venv, and the
 # real Claude Code, Codex and Gemini CLIs at pinned versions into .agents (npm), which
-# the client-conformance tests drive offline against mock model servers on 127.0.0.1.
+# the client-conformance tests drive offline against mock model servers on 127.0.0.1,
+# and the pinned git hook managers (husky, lefthook, pre-commit) that the hook tests
+# chain opal's hooks with (scripts/install-hook-managers.sh).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +22,8 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[test]'
 
 bash scripts/install-agents.sh
+# The pinned husky, lefthook (npm) and pre-commit (PyPI) that opal's hooks are chained with.
+bash scripts/install-hook-managers.sh
 
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -30,6 +30,10 @@ def _hermetic_env() -> None:
     # Commands run in their own process: no test leaves a command server behind.
     # tests/test_server.py turns it on, in a runtime folder of its own, and stops it.
     os.environ["OPAL_SERVER"] = "off"
+    # git waits for opal's hooks at most hooks.timeout (2 s), then their work goes on in
+    # the background: on a busy machine a test that reads what a hook said would depend
+    # on the clock. Tests of that bound set OPAL_HOOK_TIMEOUT themselves.
+    os.environ["OPAL_HOOK_TIMEOUT"] = "300"
     with open(os.environ["GIT_CONFIG_GLOBAL"], "w") as fh:
         fh.write("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n")
     import pygit2

@@ -282,6 +282,7 @@ AUDITED = {
     ("opalgit/remote.py", "_push_once", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
     ("opalgit/remote.py", "_fetch", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
     ("opalgit/hooks.py", "hooks_dir", "remote.run_git"): "fixed arguments (rev-parse --git-path hooks)",
+    ("opalgit/hooks.py", "shared_hooks_path", "remote.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
     ("opalgit/refs.py", "RefStore._git_update", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
     ("opalgit/repo.py", "Repository.config_set", "gitcmd.run"): "key built by opal (checked); git stops options at the key",
     ("opalgit/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",

@@ -61,6 +61,42 @@ def test_generator_is_deterministic_and_valid(tmp_path):
             assert gen.dumps(json.loads(line)) == line  # compact JSON, as the agents write it
 
 
+def test_every_shape_is_deterministic_and_valid(tmp_path):
+    """The memory rows' session shapes: each its own bytes, the same twice, compact
+    JSON, one uuid chain; the shapes show what they are named for."""
+    from bench import generate as gen
+
+    seen = {}
+    for profile in gen.PROFILES:
+        a = gen.generate("claude", str(tmp_path / f"a-{profile}.jsonl"), size=400 * 1024, seed=7, profile=profile)
+        gen.generate("claude", str(tmp_path / f"b-{profile}.jsonl"), size=400 * 1024, seed=7, profile=profile)
+        data = (tmp_path / f"a-{profile}.jsonl").read_bytes()
+        assert data == (tmp_path / f"b-{profile}.jsonl").read_bytes()
+        assert a.bytes >= 400 * 1024 and a.tool_calls > 0
+        uuids: set = set()
+        for line in data.splitlines():
+            rec = json.loads(line)
+            assert gen.dumps(rec) == line
+            if "uuid" in rec:
+                assert rec["parentUuid"] is None or rec["parentUuid"] in uuids
+                uuids.add(rec["uuid"])
+        seen[profile] = data
+    assert len(set(seen.values())) == len(gen.PROFILES)
+    assert seen["reads"].count("\u2192".encode()) > seen["realistic"].count("\u2192".encode())
+    assert b'"type":"image"' in seen["images"] and b'"media_type":"image/png"' in seen["images"]
+    # Parallel calls: tool_use records of one message in a row, then their results.
+    recs = [json.loads(x) for x in seen["parallel"].splitlines()]
+    runs = [0]
+    for r in recs:
+        blocks = r.get("message", {}).get("content") if r.get("type") == "assistant" else None
+        if blocks and blocks[0].get("type") == "tool_use":
+            runs[-1] += 1
+        else:
+            runs.append(0)
+    assert max(runs) >= 3
+    assert max(len(x) for x in seen["huge"].splitlines()) > 8 << 20
+
+
 def test_claude_chain_and_turn_marks(tmp_path):
     from bench import generate as gen
 

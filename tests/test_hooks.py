@@ -1,16 +1,20 @@
 """Git hooks against the real git binary: install/chain/uninstall, post-commit links,
-post-rewrite moves, and a failing opal that never blocks a code commit."""
+post-rewrite moves, a failing or slow opal that never blocks nor holds up a code
+commit, work in the background that loses nothing, and shared hooks folders."""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import stat
+import subprocess
 import sys
 import time
 
 import pytest
 
-from opalgit import hooks, links, porcelain
+from opalgit import hookqueue, hooks, links, porcelain
 from opalgit.errors import RevisionError, UsageError
 from opalgit.repo import Repository
 from tests.conftest import ROOT, git
@@ -116,7 +120,7 @@ def test_install_refuses_rather_than_clobber(repo, project):
     hooks_dir = os.path.join(str(project), ".git", "hooks")
     for name in ("pre-push", "pre-push.opal-chained"):
         with open(os.path.join(hooks_dir, name), "w") as fh:
-            fh.write("#!/bin/sh\nexit 0\n")
+            fh.write(f"#!/bin/sh\n# {name}\nexit 0\n")
     before = snapshot(hooks_dir)
     with pytest.raises(UsageError, match="opal-chained"):
         hooks.install(repo, os.environ, PY)
@@ -170,10 +174,11 @@ def test_a_failing_opal_never_blocks_a_commit(repo, project, home, tmp_path):
     _, err = commit_code(project, "broken opal")
     assert one_warning(err).endswith("ImportError: no pygit2")
 
-    # Nothing was half-written: the repository is valid and the next commit records again.
+    # Nothing was half-written: the repository is valid and the next commit records again,
+    # doing first the work the broken installation could not.
     hooks.install(repo, os.environ, PY)
     sha, err = commit_code(project, "fixed")
-    assert err.startswith("opal: recorded ")
+    assert err.startswith("opal: recorded ") and "left by an earlier post-commit hook run" in err, err
     assert links.get_link(fresh(repo), bytes.fromhex(sha)) is not None
     assert git("fsck", "--strict", cwd=str(project)).returncode == 0
 
@@ -275,3 +280,296 @@ def test_cli_hooks_at_and_config(project, home):
     assert opal("config", "--unset", "push.withCode", cwd=project).returncode == 0
     assert opal("hooks", "uninstall", cwd=project).returncode == 0
     assert not os.path.exists(os.path.join(str(project), ".git", "hooks", "post-commit"))
+
+
+# ------------------------------------------------------------------ git is never held up (bounded hooks)
+
+class HeldLock:
+    """Another opal process holding the repository's lock until told to let go."""
+
+    def __init__(self, repo):
+        code = (
+            "import fcntl, os, sys\n"
+            f"fd = os.open({os.path.join(repo.opal_dir, 'lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n"
+        )
+        self.proc = subprocess.Popen([PY, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "held"
+
+    def release(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def drained(repo, rounds=1200):
+    """Wait (bounded: at most 1200 polls of 50 ms) until no hook work is left to do."""
+    for _ in range(rounds):
+        if not hookqueue.pending(repo.opal_dir):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def commit_env(project, message, *extra, env=None):
+    with open(os.path.join(str(project), "code.txt"), "a") as fh:
+        fh.write(message + "\n")
+    git("add", "code.txt", cwd=str(project))
+    r = subprocess.run(["git", "commit", "-q", *extra, "-m", message], cwd=str(project), capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return git("rev-parse", "HEAD", cwd=str(project)).stdout.strip(), r.stderr
+
+
+BACKGROUND = re.compile(r"^opal: post-commit hook still working after 1 s, so it goes on in the background \(pid (\d+)\)")
+
+
+def test_a_held_lock_does_not_hold_git_commit(repo, project, home):
+    """The lock held elsewhere: git commit goes on after hooks.timeout, and the work is
+    done in the background as soon as the lock is free."""
+    hooks.install(repo, os.environ, PY)
+    place(home, project, lines=12)
+    held = HeldLock(repo)
+    try:
+        sha, err = commit_env(project, "while locked", env={"OPAL_HOOK_TIMEOUT": "1"})
+        assert BACKGROUND.match(err), err
+        assert err.count("\n") == 1
+        assert links.get_link(fresh(repo), bytes.fromhex(sha)) is None  # not yet: the lock is held
+        assert [j.hook for j in hookqueue.pending(repo.opal_dir)] == ["post-commit"]
+    finally:
+        held.release()
+    assert drained(repo)
+    r = fresh(repo)
+    assert links.get_link(r, bytes.fromhex(sha)) is not None
+    assert hookqueue.failures(repo.opal_dir) == []
+    assert not [n for n in os.listdir(repo.opal_dir) if n.startswith("hook-output.")]  # the shim left nothing
+
+
+def test_detached_work_then_amend_and_another_commit_at_once(repo, project, home):
+    """No state is lost when the hooks' work is detached and git goes on at once: each
+    code commit is linked to the state of its moment, in order."""
+    hooks.install(repo, os.environ, PY)
+    path = place(home, project, lines=10)
+    env = {"OPAL_HOOK_TIMEOUT": "0"}  # every hook goes to the background at once
+    held = HeldLock(repo)
+    try:
+        a, err = commit_env(project, "one", env=env)
+        assert "goes on in the background" in err
+        grow(path, start=10, end=20)
+        b, _ = commit_env(project, "two", env=env)
+        b2, err = commit_env(project, "two, amended", "--amend", env=env)
+        c, _ = commit_env(project, "three", env=env)
+        assert len(hookqueue.pending(repo.opal_dir)) == 5  # 3 post-commits, the amend's post-commit and post-rewrite
+    finally:
+        held.release()
+    assert drained(repo)
+    r = fresh(repo)
+    assert hookqueue.failures(repo.opal_dir) == []
+    for code in (a, b, b2, c):
+        assert links.get_link(r, bytes.fromhex(code)) is not None, code
+    # The work ran after the session had grown: every turn is in the state, and each
+    # state names the code commit it was recorded for, not whatever HEAD was later.
+    head = porcelain.branch_head(r, "main")
+    assert porcelain.load_state(r, head).header.items == 20
+    assert links.trailer_code(porcelain.load_state(r, links.state_at(r, a)).commit.message) == bytes.fromhex(a)
+    assert links.state_at(r, c) == head
+    assert git("fsck", "--strict", cwd=str(project)).returncode == 0
+
+
+def test_work_of_a_killed_background_hook_is_done_by_the_next_one(repo, project, home):
+    hooks.install(repo, os.environ, PY)
+    path = place(home, project, lines=10)
+    held = HeldLock(repo)
+    try:
+        a, err = commit_env(project, "one", env={"OPAL_HOOK_TIMEOUT": "1"})
+        pid = int(BACKGROUND.match(err).group(1))
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):  # bounded: until the process is gone
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+    finally:
+        held.release()
+    assert [j.data["code"] for j in hookqueue.pending(repo.opal_dir)] == [a]  # its ticket is still there
+    grow(path, start=10, end=15)
+    b, err = commit_env(project, "two")
+    assert err.startswith("opal: recorded "), err
+    r = fresh(repo)
+    assert links.get_link(r, bytes.fromhex(a)) is not None and links.get_link(r, bytes.fromhex(b)) is not None
+    assert hookqueue.pending(repo.opal_dir) == []
+
+
+def slow_python(tmp_path):
+    """An 'opal' that never answers (a hung interpreter)."""
+    fake = tmp_path / "slow-python"
+    fake.write_text("#!/bin/sh\nexec sleep 300\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def gone(pid, rounds=200):
+    for _ in range(rounds):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_slow_opal_holds_neither_commit_nor_push(repo, project, home, tmp_path):
+    hooks.install(repo, os.environ, slow_python(tmp_path))
+    sha, err = commit_env(project, "slow", env={"OPAL_HOOK_TIMEOUT": "1"})
+    pid = int(BACKGROUND.match(err).group(1))
+    os.kill(pid, signal.SIGTERM)  # the test's own: a hung opal would be the user's to end
+
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare))
+    git("remote", "add", "origin", str(bare), cwd=str(project))
+    r = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=str(project), capture_output=True, text=True,
+                       env={**os.environ, "OPAL_HOOK_TIMEOUT": "1"}, timeout=120)
+    # The pre-push hook is stopped, says so, and the push goes on.
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("opal: pre-push hook stopped after 1 s: the state branch was not pushed"), r.stderr
+    assert sha in git("ls-remote", str(bare), cwd=str(project)).stdout
+    # ... and nothing of it is left running (the shim stopped it).
+    left = subprocess.run(["pgrep", "-f", f"{tmp_path}/slow-python"], capture_output=True, text=True).stdout.split()
+    assert all(gone(int(p)) for p in left)
+
+
+def test_the_push_gate_still_refuses_synchronously(repo, project, home, tmp_path):
+    """pre-push decides before git goes on: a state with a secret in clear is not pushed,
+    and git push says so."""
+    from tests.test_secrets import SESSION as SECRET_SESSION
+
+    hooks.install(repo, os.environ, PY)
+    repo.config["secrets.redact"] = "false"  # as before a rule existed
+    repo.config["push.withCode"] = "true"
+    place(home, project, source=SECRET_SESSION)
+    commit_code(project, "with secrets")
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare))
+    git("remote", "add", "origin", str(bare), cwd=str(project))
+    r = git("push", "-q", "origin", "main", cwd=str(project), check=False)
+    assert r.returncode == 0, r.stderr
+    assert "refusing to push" in one_warning(r.stderr) and "in clear" in r.stderr
+    assert git("--git-dir", str(bare), "for-each-ref", "refs/opal/", cwd=str(project)).stdout == ""
+
+
+# ------------------------------------------------------------------ a hooks folder other repositories share
+
+
+def test_a_shared_hooks_folder_is_refused_and_silent_elsewhere(project, home, tmp_path, monkeypatch):
+    from tests.conftest import opal
+
+    shared = tmp_path / "shared-hooks"
+    shared.mkdir()
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text(open(os.environ["GIT_CONFIG_GLOBAL"]).read() + f"[core]\n\thooksPath = {shared}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+
+    r = opal("hooks", "install", cwd=project)
+    assert r.returncode == 2 and "global git config" in r.stderr and "--shared" in r.stderr, r.stderr
+    assert os.listdir(shared) == [] and not os.path.exists(project / ".git" / "opal")  # nothing changed
+
+    r = opal("hooks", "install", "--shared", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "do nothing in repositories without opal" in r.stderr
+    place(home, project, lines=10)
+    sha, err = commit_code(project, "with opal")
+    assert err.startswith("opal: recorded ")
+
+    # Another repository, without opal, runs the same hooks: not a word, exit 0.
+    other = tmp_path / "other"
+    git("init", "-q", str(other))
+    sha, err = commit_code(other, "no opal here")
+    assert err == ""
+    r = git("push", "-q", str(tmp_path / "nowhere.git"), "main", cwd=str(other), check=False)
+    assert "opal" not in r.stderr
+
+    # A local core.hooksPath outside the repository may be shared too.
+    third = tmp_path / "third"
+    git("init", "-q", str(third))
+    git("config", "core.hooksPath", str(shared), cwd=str(third))
+    r = opal("hooks", "install", cwd=third)
+    assert r.returncode == 2 and "outside this repository" in r.stderr
+
+
+def test_a_failure_in_the_background_is_said_at_the_next_hook(repo, project, home):
+    from tests.conftest import opal
+
+    hooks.install(repo, os.environ, PY)
+    place(home, project, lines=10)
+    config = os.path.join(repo.opal_dir, "config")
+    good = open(config, "rb").read()
+    held = HeldLock(repo)
+    try:
+        commit_env(project, "one", env={"OPAL_HOOK_TIMEOUT": "1"})
+        assert "Still to do: post-commit" in opal("hooks", "status", cwd=project).stdout
+        with open(config, "w") as fh:  # the work will fail, after git has gone on (wherever it has got to)
+            fh.write("[core\n\tformat = = =\n[[[\n")
+    finally:
+        held.release()
+    assert drained(repo)
+    with open(config, "wb") as fh:
+        fh.write(good)
+    failed = hookqueue.failures(repo.opal_dir)
+    assert len(failed) == 1 and not failed[0]["said"]
+    assert "Failed " in opal("hooks", "status", cwd=project).stdout
+    _, err = commit_env(project, "two")
+    lines = err.splitlines()
+    assert lines[0].startswith("opal: an earlier post-commit hook failed in the background: "), err
+    assert lines[-1].startswith("opal: recorded ")
+    _, err = commit_env(project, "three")
+    assert "an earlier" not in err  # said once
+
+
+def test_a_hook_manager_that_writes_its_hook_again(repo, project):
+    """husky writes .husky/_ again on every 'npm install', over opal's shims."""
+    hooks_dir = os.path.join(str(project), ".git", "hooks")
+    theirs = "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n"
+    with open(os.path.join(hooks_dir, "pre-push"), "w") as fh:
+        fh.write(theirs)
+    os.chmod(os.path.join(hooks_dir, "pre-push"), 0o755)
+    before = snapshot(hooks_dir)
+    hooks.install(repo, os.environ, PY)
+    with open(os.path.join(hooks_dir, "pre-push"), "w") as fh:  # written again
+        fh.write(theirs)
+    assert hooks.status(repo, os.environ, PY)[2].state == "foreign"
+    changes = {c.name: c.action for c in hooks.install(repo, os.environ, PY)}
+    assert changes["pre-push"] == "updated"
+    assert hooks.status(repo, os.environ, PY)[2].state == "installed"
+    with open(os.path.join(hooks_dir, "pre-push"), "w") as fh:  # and again, then uninstall
+        fh.write(theirs)
+    hooks.uninstall(repo, os.environ)
+    assert snapshot(hooks_dir) == before and not os.path.exists(os.path.join(hooks_dir, ".opal-chained"))
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_the_journal_loses_no_line_while_it_is_taken(tmp_path, monkeypatch, compact):
+    """Shims append to the journal while opal processes turn it into jobs: every line
+    becomes a job (300 lines from a shell, against takes in a loop; bounded), also
+    while the journal is moved aside and begun again."""
+    if compact:
+        monkeypatch.setattr(hookqueue, "_COMPACT_AT", 2000)
+        monkeypatch.setattr(hookqueue, "_QUIET", 0.2)
+    opal_dir = str(tmp_path / "opal")
+    queue = os.path.join(opal_dir, "hooks")
+    os.makedirs(queue)
+    writer = subprocess.Popen(
+        ["sh", "-c", f'i=1; while [ $i -le 300 ]; do printf "%s post-commit - - /x\\n" $i >>"{queue}/journal"; [ $((i % 20)) -eq 0 ] && sleep 0.01; i=$((i+1)); done'],
+    )
+    takes, moved = 0, False
+    while writer.poll() is None and takes < 3000:
+        hookqueue.take(opal_dir, "post-rewrite", {}).done()
+        takes += 1
+        moved = moved or os.path.exists(os.path.join(queue, "journal.taking"))
+    writer.wait(timeout=60)
+    time.sleep(0.3)  # past _QUIET: the journal moved aside may go
+    for _ in range(2):
+        hookqueue.take(opal_dir, "post-rewrite", {}).done()  # what came after the last take
+        moved = moved or os.path.exists(os.path.join(queue, "journal.taking"))
+    shims = [j.data["shim"] for j in hookqueue.pending(opal_dir) if j.hook == "post-commit"]
+    assert sorted(shims) == list(range(1, 301))  # each line once: none lost, none twice
+    assert moved == compact

@@ -105,6 +105,7 @@ def _alive(pid: int) -> bool:
 def _end(pid: int, within: float = 10.0) -> None:
     if _alive(pid):
         os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGCONT)  # a server a test stopped acts on it once continued
     _wait_gone(pid, within)
 
 
@@ -588,3 +589,493 @@ def test_idle_timeout_is_bounded():
     assert client.idle_timeout({"OPAL_SERVER_IDLE": "1e12"}) == client.IDLE_MAX
     assert client.idle_timeout({"OPAL_SERVER_IDLE": "soon"}) == client.IDLE_DEFAULT
     assert client.idle_timeout({"OPAL_SERVER_IDLE": "nan"}) == client.IDLE_DEFAULT
+
+
+# ------------------------------------------------------- a server that does not answer
+
+
+class Silent:
+    """A listener at the server's socket that takes connections and never answers: a
+    server wedged past its accept. ``accepting=False``: one that takes none at all."""
+
+    def __init__(self, served: Served, accepting: bool = True, backlog: int = 8) -> None:
+        import threading
+
+        self.path = client.socket_path(served.env, client.server_key(served.env))
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(backlog)
+        self.requests: list[bytes] = []  # what each connection sent before it closed
+        self.conns: list[socket.socket] = []
+        if accepting:
+            threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
+
+    def _drain(self, conn: socket.socket) -> None:
+        data = b""
+        try:
+            while chunk := conn.recv(65536):
+                data += chunk
+        except OSError:
+            pass
+        self.requests.append(data)  # the client closed its end
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def silent(served):
+    s = Silent(served)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _stopped_server(served: Served) -> int:
+    pid = served.start()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    assert _wait(lambda: client.process_state(pid) == "T")
+    return pid
+
+
+def _resume_and_end(pid: int) -> None:
+    """A stopped server the test started: continued, it sees its socket taken and
+    exits by itself; ended here if not."""
+    if _alive(pid):
+        os.kill(pid, signal.SIGCONT)
+        if not _wait_gone(pid, 15):
+            _end(pid)
+
+
+def test_a_stopped_server_is_passed_over_and_replaced(served, project):
+    old = _stopped_server(served)
+    try:
+        # However long the client would wait, a stopped server is seen as such.
+        r = served.opal("init", cwd=project, env={"OPAL_SERVER_WAIT": "600"}, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == [f"opal: the command server {old} is stopped (kill -CONT {old} resumes it); "
+                                         "this command runs in its own process"]
+        assert os.path.isdir(project / ".git" / "opal")  # the command did run, here
+        # The command started a new server, which takes the socket; the commands after
+        # it are served again, the stopped one never woken.
+        assert _wait(lambda: (served.info() or {}).get("pid") not in (None, old), 30)
+        assert client.process_state(old) == "T"
+        before = served.served()
+        r = served.opal("status", cwd=project, env={"OPAL_SERVER_WAIT": "600"}, timeout=60)
+        assert r.returncode == 0 and "its own process" not in r.stderr, r.stderr
+        assert served.served() - before == 2
+        assert not os.path.exists(client.socket_path(served.env, client.server_key(served.env)) + ".silent")
+    finally:
+        _resume_and_end(old)
+    assert not _alive(old)  # continued, it saw its socket taken and stopped by itself
+
+
+def test_a_server_that_does_not_answer_is_passed_over_then_remembered(served, project, silent):
+    # CI=true: use a server, start none, so that nothing replaces the silent one here.
+    env = {"CI": "true", "OPAL_SERVER_WAIT": "0.5"}
+    r = served.opal("init", cwd=project, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # (The listening process is this test's: the kernel names it.)
+    assert r.stderr == (f"opal: the command server {os.getpid()} did not answer within 0.5 s; "
+                        "this command runs in its own process\n")
+    assert os.path.isdir(project / ".git" / "opal")
+    # The client sent its request, then closed the connection: a server that woke up
+    # now would find no go-ahead and run nothing.
+    assert _wait(lambda: len(silent.requests) == 1)
+    assert b'"init' in silent.requests[0] or b"init" in silent.requests[0]
+    # The next command does not wait for it again (a wait of 600 s would outlast this
+    # test's bound): it is passed over at once, and says so.
+    r = served.opal("status", cwd=project, env={**env, "OPAL_SERVER_WAIT": "600"}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.endswith("this command runs in its own process\n") and len(r.stderr.splitlines()) == 1
+    assert len(silent.conns) == 1  # not even connected
+
+
+def test_a_server_whose_queue_is_full_is_passed_over(served, project):
+    silent = Silent(served, accepting=False, backlog=1)
+    fillers = []
+    try:
+        while True:  # fill its queue: the next connection would block
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            fillers.append(s)
+            try:
+                s.connect(silent.path)
+            except BlockingIOError:
+                break
+            assert len(fillers) < 100
+        r = served.opal("--version", env={"CI": "true", "OPAL_SERVER_WAIT": "600"}, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("opal ")
+        assert "takes no connection; this command runs in its own process" in r.stderr
+    finally:
+        for s in fillers:
+            s.close()
+        silent.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_server_does_not_answer_ends_the_command(served, project, silent, signum):
+    proc = served.popen("init", cwd=project, env={"CI": "true", "OPAL_SERVER_WAIT": "600"})
+    assert _wait(lambda: len(silent.conns) == 1, 30)  # the client waits for the server's answer
+    assert _wait(lambda: _in_recv(proc.pid), 30)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == (130 if signum == signal.SIGINT else -signum)
+    assert err == ""
+    assert not os.path.exists(project / ".git" / "opal")  # nothing ran, and nothing will
+    assert _wait(lambda: len(silent.requests) == 1)  # the connection is closed
+
+
+#: The system calls a client waits for its server's answer in, as /proc/PID/syscall numbers them.
+_RECV = {"x86_64": {"45", "47", "7", "232", "281"}, "aarch64": {"207", "212", "73", "22"}}.get(os.uname().machine)
+
+
+def _in_recv(pid: int) -> bool:
+    if _RECV is None:
+        time.sleep(0.5)
+        return True
+    try:
+        return open(f"/proc/{pid}/syscall").read().split()[0] in _RECV
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_reach_a_command_that_runs_here_past_a_stopped_server(served, project, signum):
+    assert _off(served, "init", cwd=project).returncode == 0
+    old = _stopped_server(served)
+    try:
+        # CI=true: no new server takes over while this runs.
+        proc = served.popen("hook", "post-rewrite", "amend", cwd=project, env={"CI": "true"})
+        assert _wait(lambda: proc.poll() is None and _reading_stdin(proc.pid), 30), proc.poll()
+        proc.send_signal(signum)
+        proc.wait(timeout=60)  # with its input still open: only the signal can end it
+        out, err = proc.communicate(timeout=60)
+        assert f"the command server {old} is stopped" in err
+        if signum == signal.SIGINT:
+            assert proc.returncode == 130 and "Aborted." in err
+        else:
+            assert proc.returncode == -signum
+    finally:
+        _resume_and_end(old)
+
+
+def test_ctrl_c_while_the_server_is_stopped_after_the_go_ahead_reaches_the_command(served, project):
+    # The server stopped while its command runs: the command is a process of its own,
+    # and the client's signals reach it directly.
+    info = served.start()
+    assert served.opal("init", cwd=project).returncode == 0
+    proc, child = _reading(served, project, info["pid"])
+    os.kill(info["pid"], signal.SIGSTOP)
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)  # with its input still open: only the signal can end it
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "Aborted." in err
+        assert _wait_gone(child, 10)
+    finally:
+        os.kill(info["pid"], signal.SIGCONT)
+
+
+def test_ctrl_z_stops_the_command_with_its_client_and_fg_continues_both(served, project):
+    info = served.start()
+    assert served.opal("init", cwd=project).returncode == 0
+    proc, child = _reading(served, project, info["pid"])
+    proc.send_signal(signal.SIGTSTP)
+    assert _wait(lambda: client.process_state(child) == "T" and client.process_state(proc.pid) == "T")
+    proc.send_signal(signal.SIGCONT)
+    assert _wait(lambda: client.process_state(child) != "T" and client.process_state(proc.pid) != "T")
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+
+
+def test_server_status_and_stop_of_a_stopped_server(served, project):
+    old = _stopped_server(served)
+    try:
+        r = served.opal("server", "status", timeout=60)
+        assert r.returncode == 0
+        assert r.stdout.startswith(f"Command server {old} is stopped (SIGSTOP).")
+        r = served.opal("server", "status", "--json", timeout=60)
+        assert json.loads(r.stdout)["state"] == "stopped"
+        r = served.opal("server", "stop", timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"Stopped command server {old}" in r.stdout
+        assert _wait_gone(old, 15)
+    finally:
+        _resume_and_end(old)
+
+
+def test_stop_signals_no_process_it_cannot_identify(served, project, silent):
+    # The listener is this test process: not a command server, so never sent a signal.
+    r = served.opal("server", "stop", env={"OPAL_SERVER_WAIT": "0.2"}, timeout=60)
+    assert r.returncode == 1
+    assert "cannot be identified as your command server" in r.stderr
+    assert not client.our_server(os.getpid(), silent.path)
+
+
+def test_a_server_that_wakes_up_late_runs_nothing(served, project):
+    """The race the go-ahead closes: the client gave up, the server then takes the request."""
+    pid = _stopped_server(served)
+    path = client.socket_path(served.env, client.server_key(served.env))
+    # A request in the stopped server's queue, from a client that then goes away
+    # (as one that gave up waiting does).
+    code = ("import os, sys; from opalgit import client; p, k = sys.argv[1], client.server_key(os.environ); "
+            "s, _ = client.connect(p); client.send_message(s, client._request(k, ['init'])); s.close()")
+    try:
+        subprocess.run([sys.executable, "-c", code, path], env=served.env, cwd=project, check=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _wait(lambda: served.info() is not None, 30)
+    time.sleep(0.5)  # room for a command's process, were one to run it
+    assert not os.path.exists(project / ".git" / "opal")
+
+
+# ------------------------------------------------------------------- the client dies
+
+
+def test_sigkill_of_the_client_ends_the_served_command(served, project):
+    info = served.start()
+    assert served.opal("init", cwd=project).returncode == 0
+    proc, child = _reading(served, project, info["pid"])
+    proc.kill()
+    proc.wait(timeout=60)
+    assert _wait_gone(child, 10)  # the command ends with its client, as in a process of its own
+    assert served.info()["pid"] == info["pid"]  # the server goes on
+
+
+def _holds_lock(pid: int, lock: str) -> bool:
+    try:
+        ino = os.stat(lock).st_ino
+        lines = open("/proc/locks").read().splitlines()
+    except OSError:
+        return False
+    return any(f.split()[4] == str(pid) and f.split()[5].endswith(f":{ino}") for f in lines if "FLOCK" in f)
+
+
+def test_sigkill_of_the_client_mid_commit_leaves_no_lock(served, tmp_path):
+    import fcntl
+
+    from tests.test_reliability import BIG
+
+    work = tmp_path / "big"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    config = tmp_path / "big-config"
+    folder = config / "projects" / project_key(str(work))
+    folder.mkdir(parents=True)
+    session = folder / os.path.basename(BIG)
+    data = open(BIG, "rb").read().splitlines(keepends=True)
+    env = {"CLAUDE_CONFIG_DIR": str(config)}
+    info = served.start()
+    assert served.opal("init", cwd=work, env=env).returncode == 0
+    lock = str(work / ".git" / "opal" / "lock")
+    open(lock, "a").close()
+    caught = 0
+    try:
+        for attempt in range(10):  # bounded: a commit is caught holding the lock within a few
+            with open(session, "ab") as fh:
+                fh.writelines(data[attempt * len(data) // 10:(attempt + 1) * len(data) // 10])
+            proc = served.popen("commit", cwd=work, env=env)
+            children: list[int] = []
+
+            def holding() -> bool:
+                children[:] = [p for p in _command_processes(info["pid"]) if _holds_lock(p, lock)]
+                return bool(children) or proc.poll() is not None
+
+            _wait(holding, 30)
+            if children:
+                # Held where it holds the lock (a process of its own killed there leaves
+                # none), so that only its client's end can end it.
+                os.kill(children[0], signal.SIGSTOP)
+                if _holds_lock(children[0], lock) and proc.poll() is None:
+                    caught = children[0]
+                    proc.kill()
+                    proc.wait(timeout=60)
+                    assert _wait_gone(caught, 10)  # ended with its client, though stopped
+                    break
+                os.kill(children[0], signal.SIGCONT)
+            proc.communicate(timeout=60)
+    finally:
+        if caught and _alive(caught):  # a command the test's server ran, left holding the lock
+            os.kill(caught, signal.SIGKILL)
+    assert caught, "no commit was caught holding the lock"
+    with open(lock) as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free at once
+    r = served.opal("commit", cwd=work, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    fsck = subprocess.run(["git", "fsck", "--strict"], cwd=work, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+# ------------------------------------------------- what a command takes from its client
+
+
+def _committer_offset(repo) -> str:
+    lines = subprocess.run(["git", "cat-file", "-p", "refs/opal/heads/main"], cwd=repo, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    return next(line for line in lines if line.startswith("committer ")).split()[-1]
+
+
+def test_the_time_zone_is_the_clients(served, project, tmp_path):
+    served.opal("server", "start", env={"TZ": "UTC"})  # TZ is not part of the key
+    before = served.served()
+    assert served.opal("init", cwd=project).returncode == 0
+    sydney = {"TZ": "Australia/Sydney"}
+    r = served.opal("commit", "-m", "served", cwd=project, env=sydney)
+    assert r.returncode == 0, r.stderr
+    assert served.served() - before == 2 + 1  # both served by the UTC server
+    # The same offset as a commit by a process of its own in Sydney (+1000 or +1100,
+    # never the server's +0000).
+    own = tmp_path / "own"
+    subprocess.run(["git", "init", "-q", str(own)], check=True)
+    assert _off(served, "init", cwd=own).returncode == 0
+    r = served.opal("commit", "--file", SESSION, "-m", "own", cwd=own, env={**sydney, "OPAL_SERVER": "off"})
+    assert r.returncode == 0, r.stderr
+    assert _committer_offset(own) in ("+1000", "+1100")
+    assert _committer_offset(project) == _committer_offset(own)
+    # The Codex export's date folder is Sydney's date, as for a process of its own.
+    import datetime
+    import zoneinfo
+
+    def day() -> str:
+        return datetime.datetime.now(zoneinfo.ZoneInfo("Australia/Sydney")).strftime("%Y/%m/%d")
+
+    first = day()
+    mine = served.opal("export", "--to", "codex", "--dry-run", cwd=project, env=sydney)
+    theirs = served.opal("export", "--to", "codex", "--dry-run", cwd=project, env={**sydney, "OPAL_SERVER": "off"})
+    assert mine.returncode == 0, mine.stderr
+    assert any(f"/sessions/{d}/rollout-" in mine.stdout for d in (first, day())), mine.stdout
+    import re
+
+    folder = re.compile(r"/sessions/\d{4}/\d\d/\d\d/")
+    assert folder.findall(mine.stdout) == folder.findall(theirs.stdout), (mine.stdout, theirs.stdout)
+
+
+def test_ignored_signals_stay_ignored(served, project):
+    # nohup: SIGHUP is ignored by the command, as in a process of its own, and not
+    # passed on by the client (which would end the command).
+    info = served.start()
+    assert served.opal("init", cwd=project).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "opalgit", "hook", "post-rewrite", "amend"], cwd=project,
+                            env=served.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    found: list[int] = []
+
+    def reading() -> bool:
+        found[:] = [p for p in _command_processes(info["pid"]) if _cwd(p) == str(project) and _reading_stdin(p)]
+        return bool(found)
+
+    assert _wait(reading, 30)
+    ignored = int(next(line for line in open(f"/proc/{found[0]}/status") if line.startswith("SigIgn:")).split()[1], 16)
+    assert ignored & (1 << (signal.SIGHUP - 1))
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert proc.poll() is None and _alive(found[0])
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+
+
+def test_a_commands_process_takes_the_clients_path_argv_signals_and_time_zone(tmp_path):
+    # What the server's child takes from the request (opalgit.server._become), in a
+    # process of the server's making (TZ=UTC, its own "" on the path, nothing ignored).
+    code = """if 1:
+        import json, os, signal, sys, time
+        from opalgit import server
+        req = {"cwd": sys.argv[1], "umask": 0o027, "env": {"TZ": "Australia/Sydney", "PATH": os.environ["PATH"]},
+               "streams": [["utf-8", "strict"]] * 3, "argv0": "opal", "args": ["status"],
+               "orig_argv": ["python3", "-m", "opalgit", "status"], "path": ["/client/first", *sys.path[1:]],
+               "ignored": [int(signal.SIGHUP)], "mask": [int(signal.SIGUSR1)]}
+        server._become(req)
+        server._take_streams(req, [os.dup(0), os.dup(1), os.dup(2)])
+        print(json.dumps({"path0": sys.path[0], "orig": sys.orig_argv, "tz": list(time.tzname), "cwd": os.getcwd(),
+                          "hup": signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, "env": os.environ.get("TZ"),
+                          "mask": sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+                          "local": time.strftime("%z"), "umask": os.umask(0)}))
+    """
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env={**os.environ, "TZ": "UTC"},
+                       capture_output=True, text=True, cwd=ROOT, check=True)
+    got = json.loads(r.stdout)
+    assert got["path0"] == "/client/first"
+    assert got["orig"] == ["python3", "-m", "opalgit", "status"]
+    assert got["tz"] == ["AEST", "AEDT"] and got["local"] in ("+1000", "+1100")
+    assert got["cwd"] == str(tmp_path) and got["umask"] == 0o027 and got["env"] == "Australia/Sydney"
+    assert got["hup"] and got["mask"] == [int(signal.SIGUSR1)]
+
+
+def test_the_key_follows_what_a_forked_process_inherits():
+    code = "from opalgit import client; print(repr(client.server_key({'HOME': '/h'})))"
+
+    def key(*prefix: str, preexec=None) -> str:
+        return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                              check=True, preexec_fn=preexec).stdout
+
+    plain = key()
+    assert key() == plain
+    assert key("nice", "-n", "5") != plain
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert key(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 64), hard))) != plain
+    if len(os.sched_getaffinity(0)) > 1:
+        assert key("taskset", "-c", "0") != plain
+    warned = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, cwd=ROOT,
+                            check=True).stdout
+    assert warned != plain  # -W is not in sys.flags, and the server runs with it
+
+
+def test_a_sandboxed_client_never_uses_a_server(served, project):
+    # no_new_privs, as the agents' sandboxes set it: a server outside would run the
+    # command outside the sandbox.
+    served.start()
+    before = served.served()
+    code = ("import ctypes, sys; ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0); "
+            "sys.argv[0] = 'opal'; from opalgit.client import main; main()")
+    r = subprocess.run([sys.executable, "-c", code, "--version"], env=served.env, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=60, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("opal ")
+    assert served.served() - before == 1  # only this test's own info request
+
+
+def test_the_server_keeps_nothing_a_command_works_out_from_its_time_zone_or_folders():
+    # Every module's simple values after the server's preload are the same whatever
+    # the environment variables outside the key: nothing is worked out at import from
+    # TZ, the temporary folder, the agents' folders, PATH or opal's own settings.
+    code = ("import json, re, sys; from opalgit import server; server._preload(); out = {}\n"
+            "for name, mod in sorted(sys.modules.items()):\n"
+            "    if not name.startswith('opalgit'): continue\n"
+            "    for k, v in vars(mod).items():\n"
+            "        if isinstance(v, (str, int, float, tuple, frozenset, bytes, type(None))):\n"
+            "            out[name + '.' + k] = re.sub(' at 0x[0-9a-f]+', '', repr(v))\n"
+            "print(json.dumps(out, sort_keys=True))")
+    one = {"TZ": "UTC", "TMPDIR": "/tmp", "PATH": os.environ["PATH"]}
+    two = {"TZ": "Australia/Sydney", "TMPDIR": "/var/tmp", "PATH": "/usr/bin:/bin", "CLAUDE_CONFIG_DIR": "/c",
+           "CODEX_HOME": "/x", "GEMINI_CLI_HOME": "/g", "OPAL_NO_PAGER": "", "NO_COLOR": "1", "COLUMNS": "33",
+           "USER": "someone", "LOGNAME": "someone", "EDITOR": "ed", "PAGER": "more", "TERM": "dumb"}
+    outs = []
+    for extra in (one, two):
+        env = {k: v for k, v in os.environ.items() if k not in two}
+        # One hash seed: sets print in one order.
+        r = subprocess.run([sys.executable, "-c", code], env={**env, **extra, "PYTHONHASHSEED": "0"},
+                           capture_output=True, text=True, cwd=ROOT, check=True)
+        outs.append(json.loads(r.stdout))
+    differ = sorted(k for k in outs[0] if outs[0][k] != outs[1].get(k))
+    assert differ == []

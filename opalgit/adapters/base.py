@@ -353,12 +353,19 @@ def reread_lines(fh: IO[bytes], path: str, first_line: int, offsets: Sequence[in
         begin, stop = offsets[i], offsets[i + 1]
         if pos != begin:
             fh.seek(begin)
-        data = fh.read(stop - begin)
         pos = stop
-        raw = data[:-1]
-        if len(data) != stop - begin or data[-1:] != b"\n" or zlib.crc32(raw) != sums[i]:
-            raise _changed_meanwhile(path, first_line + i)
-        yield jsonl.Line(first_line + i, begin, stop, raw, True)
+        # Made by a call of its own, so that this generator holds no reference to the
+        # line while its consumer works on it, nor while it reads the next one.
+        yield _line_at(fh, path, first_line + i, begin, stop, sums[i])
+
+
+def _line_at(fh: IO[bytes], path: str, number: int, begin: int, stop: int, crc: int) -> jsonl.Line:
+    """The line at ``begin``-``stop`` of ``fh`` (positioned at ``begin``), checked against
+    the first pass's CRC-32; read without its newline, so its bytes are not copied again."""
+    raw = fh.read(stop - begin - 1)
+    if len(raw) != stop - begin - 1 or fh.read(1) != b"\n" or zlib.crc32(raw) != crc:
+        raise _changed_meanwhile(path, number)
+    return jsonl.Line(number, begin, stop, raw, True)
 
 
 #: The kinds of line the first pass of a two-pass read keeps (one byte each).
@@ -425,23 +432,32 @@ class LineIndex:
         view ``normal(i, value)`` (``i`` counts from ``first_line``) and the line's
         CRC-32; blank and opaque lines are kept as their bytes. A line that is no longer
         what :meth:`scan` read raises :class:`InputError`."""
-        kinds, sums = self.kinds, self.sums
+        kinds = self.kinds
         if not kinds:
             return
+        if indices is None:
+            indices = range(len(kinds))
         with open_again() as fh:
-            lines = reread_lines(fh, path, first_line, self.offsets, sums,
-                                 range(len(kinds)) if indices is None else indices)
-            for line in lines:
-                i = line.number - first_line
-                if kinds[i] != LINE_JSON:
-                    label = "blank" if kinds[i] == LINE_BLANK else "unparseable"
-                    yield Record(Turn.from_line(agent, line.raw), Normal(role="meta", label=label), line.number)
-                    continue
-                try:
-                    value = jsonl.parse(line.raw)
-                except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
-                    raise _changed_meanwhile(path, line.number) from None
-                yield Record(record_turn(agent, RawRecord(line, value, None)), normal(i, value), line.number, sums[i])
+            lines = reread_lines(fh, path, first_line, self.offsets, self.sums, indices)
+            # Each record is yielded as it is made, so this generator holds neither its
+            # line nor the record while the consumer stores it, nor while the next line
+            # is read and parsed: a 20 MB line was otherwise in memory two or three
+            # times over. (reread_lines yields one line per index, or raises.)
+            for _ in range(len(indices)):
+                yield self._record(next(lines), path, agent, first_line, normal)
+
+    def _record(self, line: jsonl.Line, path: str, agent: str, first_line: int,
+                normal: Callable[[int, Any], Normal]) -> Record:
+        i = line.number - first_line
+        kind = self.kinds[i]
+        if kind != LINE_JSON:
+            label = "blank" if kind == LINE_BLANK else "unparseable"
+            return Record(Turn.from_line(agent, line.raw), Normal(role="meta", label=label), line.number)
+        try:
+            value = jsonl.parse(line.raw)
+        except jsonl.ParseFailure:  # it parsed in the first pass: not the same bytes after all
+            raise _changed_meanwhile(path, line.number) from None
+        return Record(record_turn(agent, RawRecord(line, value, None)), normal(i, value), line.number, self.sums[i])
 
 
 def open_session(path: str, hint: str, *, buffering: int = -1) -> IO[bytes]:

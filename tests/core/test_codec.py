@@ -107,3 +107,40 @@ def test_decoders_raise_only_corrupt_object_errors(data):
             decode(data)
         except CorruptObjectError:
             pass
+
+
+def test_a_frame_claiming_more_than_its_kind_allows_is_refused_before_allocating():
+    """python-zstandard allocates whatever a frame claims, whatever max_output_size
+    says: the claim is checked first, against the limit for the kind of object."""
+    import resource
+
+    from tests.test_reliability import zstd_bomb
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    bomb = b"OPZ1" + zstd_bomb(2 << 30)
+    assert len(bomb) < 70_000
+    with pytest.raises(CorruptObjectError, match="claims 2,147,483,648 bytes"):
+        codec.unframe(bomb)
+    small = b"OPZ1" + zstd_bomb(codec.MAX_HEADER_SIZE + 1)
+    with pytest.raises(CorruptObjectError, match="claims"):
+        codec.unframe(small, limit=codec.MAX_HEADER_SIZE)
+    assert codec.unframe(b"OPZ1" + zstd_bomb(1000)) == bytes(1000)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+def test_a_frame_without_a_size_is_inflated_no_further_than_the_limit():
+    import zstandard
+
+    c = zstandard.ZstdCompressor(write_content_size=False).compressobj()
+    frame = b"".join(c.compress(bytes(1 << 20)) for _ in range(64)) + c.flush()  # 64 MiB, no size
+    with pytest.raises(CorruptObjectError, match="more than the 1,048,576 bytes"):
+        codec.decompress(frame, what="a test frame", limit=1 << 20)
+    assert len(codec.decompress(frame, what="a test frame", limit=64 << 20)) == 64 << 20
+    assert len(codec.zstd_decompress(frame, limit=1000)) == 1000
+
+
+def test_nothing_is_stored_that_readers_would_refuse():
+    from opalgit.errors import UsageError
+
+    with pytest.raises(UsageError, match="more than the 16 opal stores"):
+        codec.frame(b"x" * 17, limit=16)

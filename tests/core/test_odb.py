@@ -227,3 +227,42 @@ def test_an_empty_object_database(tmp_path):
     objects_dir.mkdir()
     reader = odb.FileObjectDatabase(str(objects_dir))
     assert reader.read(bytes(20)) is None and not reader.exists(bytes(20))
+
+
+def _loose(objects: str, oid_hex: str, raw: bytes) -> None:
+    os.makedirs(os.path.join(objects, oid_hex[:2]), exist_ok=True)
+    with open(os.path.join(objects, oid_hex[:2], oid_hex[2:]), "wb") as fh:
+        fh.write(zlib.compress(raw))
+
+
+def test_a_loose_object_claiming_more_than_opal_reads_is_refused_before_it_is_inflated(tmp_path):
+    """A loose object whose header claims 3 GB is an error (not left to libgit2, which
+    would inflate it whole); one that inflates past what its header says is not read
+    past it."""
+    from opalgit.errors import CorruptObjectError
+
+    objects = str(tmp_path / "objects")
+    os.makedirs(objects)
+    huge, liar = "ab" * 20, "cd" * 20
+    _loose(objects, huge, b"blob 3000000000\x00" + b"\0" * 1000)
+    _loose(objects, liar, b"blob 10\x00" + b"\0" * (8 << 20))
+    db = odb.FileObjectDatabase(objects)
+    with pytest.raises(CorruptObjectError, match="claims 3,000,000,000 bytes"):
+        db.read(bytes.fromhex(huge))
+    with pytest.raises(odb.Unsupported, match="not the size its header says"):
+        db.read(bytes.fromhex(liar))
+
+
+def test_a_delta_that_copies_past_its_target_size_stops_there():
+    """A few bytes of copy instructions can stand for gigabytes: the delta stops as
+    soon as it passes the size it declares."""
+    base = b"x" * 0x10000
+    # target size 16, then 100,000 copies of the whole 64 KiB base (6.5 GB if applied)
+    delta = bytes([0x80, 0x80, 0x04, 0x10]) + bytes([0x80]) * 100_000
+    with pytest.raises(odb.Unsupported, match="wrong size"):
+        odb.apply_delta(base, delta)
+    huge = bytes([0x80, 0x80, 0x04]) + bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])  # target: 4 GiB
+    from opalgit.errors import CorruptObjectError
+
+    with pytest.raises(CorruptObjectError, match="claims"):
+        odb.apply_delta(base, huge)

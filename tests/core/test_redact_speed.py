@@ -13,9 +13,11 @@ spans, the same kinds, the same placeholders.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
+import re
 import time
 from typing import Any, Iterable
 
@@ -33,6 +35,20 @@ with open(os.path.join(FIXTURES, "secrets", "corpus.json"), encoding="utf-8") as
     CORPUS = json.load(_fh)
 CONTEXTS = [e["context"] for e in CORPUS["secrets"] if e["context"]]
 MISSES = [m["text"] for m in CORPUS["near_misses"]]
+
+
+def _recall():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recall", os.path.join(FIXTURES, "secrets", "recall.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The kinds and forms added for issue 17 (tests/fixtures/secrets/recall.py).
+CONTEXTS += [e["context"] for e in _recall().planted()] + [e["context"] for e in _recall().escaped_source_lines()]
+MISSES += list(_recall().NEAR_MISSES)
 USER_RULES = r"""
 disable = ["jwt"]
 
@@ -131,23 +147,99 @@ def _candidates(rules: Rules, rule: Any, words: Iterable[str], masked: str, low:
     return out
 
 
-def reference_find(rules: Rules, text: str) -> list[tuple[int, int, str]]:
+_PLAIN_ESCAPES = {"/": "/", "\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_HEX4 = set("0123456789abcdefABCDEF")
+
+
+def _plain_unescape(text: str) -> tuple[str, list[int], list[int]]:
+    """JSON escapes decoded one character at a time, with where each decoded
+    character starts and ends in ``text``."""
+    out, starts, ends, i = [], [], [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            c = text[i + 1]
+            if c == "u" and len(text) >= i + 6 and set(text[i + 2 : i + 6]) <= _HEX4:
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                starts.append(i)
+                ends.append(i + 6)
+                i += 6
+                continue
+            if c in _PLAIN_ESCAPES:
+                out.append(_PLAIN_ESCAPES[c])
+                starts.append(i)
+                ends.append(i + 2)
+                i += 2
+                continue
+        out.append(text[i])
+        starts.append(i)
+        ends.append(i + 1)
+        i += 1
+    return "".join(out), starts, ends
+
+
+_PLAIN_B64 = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{32,}={0,2}(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/]{4,}={0,2})*")
+
+
+def _plain_base64_texts(text: str, wide: bool = False) -> list[tuple[int, int, str]]:
+    """Runs of base64 (wrapped lines joined), decoded where they decode to UTF-8 text
+    without control characters: every run of a text that says base64 (or when
+    ``wide``); a one-word text only when it is base64 as a whole."""
+    if len(text) < 32:
+        return []
+    if wide or "base64" in text.lower():
+        runs = [(m.start(), m.end(), m.group(0)) for m in _PLAIN_B64.finditer(text)]
+    elif " " in text or "\t" in text or len(text) > 2 << 16:
+        return []
+    else:
+        stripped = text.strip()
+        at = text.index(stripped) if stripped else 0
+        runs = [(at, at + len(stripped), stripped)] if _PLAIN_B64.fullmatch(stripped) else []
+    out = []
+    for a, b, run in runs:
+        if len(run) > 1 << 16 or run.islower() or run.isupper():
+            continue
+        data = re.sub(r"\\r|\\n|\r|\n", "", run).rstrip("=")
+        if len(data) % 4 == 1:
+            data = data[:-1]
+        try:
+            raw = base64.b64decode(data + "=" * (-len(data) % 4))
+            decoded = raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not any(b_ < 32 and b_ not in (9, 10, 13) or b_ == 127 for b_ in raw):
+            out.append((a, b, decoded))
+    return out
+
+
+def reference_find(rules: Rules, text: str, depth: int = 0, wide: bool = False) -> list[tuple[int, int, str]]:
     """The search before prefilters: every rule one of whose keywords occurs in the
-    text, tried at every occurrence of its keywords (or over the whole text)."""
+    text, tried at every occurrence of its keywords (or over the whole text); and
+    the same on the text with its JSON escapes decoded, two levels deep."""
     if len(text) < rules.min_text:
         return []
     always, by_needle = _needles(rules)
     low0 = text.encode("utf-8", "surrogatepass").lower()
     present = [n for n in by_needle if n.encode("utf-8", "surrogatepass") in low0]
-    if not present and not always:
-        return []
+    escaped = depth < 2 and "\\u" in text or depth < 2 and "\\/" in text
     masked, low, spans = _masked(text)
+    b64 = _plain_base64_texts(masked, wide) if depth == 0 else []
+    if not present and not always and not escaped and not b64:
+        return []
     active = {i: (r, ks) for n in present for i, r, ks in by_needle[n]}
     active.update({i: (r, ks) for i, r, ks in always})
     cands = []
     for i in sorted(active):
         rule, words = active[i]
         cands += _candidates(rules, rule, words, masked, low, spans)
+    if escaped:
+        decoded, starts, ends = _plain_unescape(masked)
+        if decoded != masked:
+            for a, b, kind in reference_find(rules, decoded, depth + 1):
+                cands.append((60, starts[a], starts[a] - ends[b - 1], kind))
+    for a, b, decoded in b64:
+        inner = reference_find(rules, decoded, 1)
+        if inner:
+            cands.append((70, a, a - b, inner[0][2] + "-base64"))
     cands.sort()
     chosen: list[tuple[int, int, str]] = []
     for _, a, neg, kind in cands:
@@ -164,8 +256,8 @@ class ReferenceRules(Rules):
     def suspects(self, texts):
         return {i: True for i, t in enumerate(texts) if len(t) >= self.min_text}
 
-    def find(self, text, present=None):
-        return reference_find(self, text)
+    def find(self, text, present=None, _depth=0, *, wide=False):
+        return reference_find(self, text, _depth, wide)
 
 
 # ------------------------------------------------------------------- the material

@@ -302,3 +302,75 @@ def test_a_ref_beside_its_own_folder_is_a_clear_usage_error(project):
             refs.update({name: (None, a)}, "clash")
         assert beside in str(err.value) and "choose another name" in err.value.hint
     assert set(refs.all()) == {"refs/opal/heads/a", "refs/opal/heads/x/y"}
+
+
+@pytest.mark.parametrize("through", ["git", "libgit2"])
+def test_a_held_or_stale_ref_lock_is_named_with_its_path(project, through):
+    """A .lock another git holds, or a killed one left: the error names it, its age
+    and what to do, and nothing is changed."""
+    from opalgit.errors import ConflictError
+
+    project = str(project)
+    a, b = (bytes.fromhex(x) for x in ids(project, 2))
+    git_dir = os.path.join(project, ".git")
+    refs = RefStore(lambda: pygit2.Repository(git_dir), git_dir, git_dir)
+    refs._files = through == "git"
+    main = "refs/opal/heads/main"
+    refs.update({main: (None, a)}, "create")
+    lock = os.path.join(git_dir, "refs", "opal", "heads", "main.lock")
+    open(lock, "w").close()
+    with pytest.raises(ConflictError) as err:
+        refs.update({main: (a, b)}, "move")
+    assert f"{lock} exists" in str(err.value) and " s old" in str(err.value)
+    assert f"delete {lock}" in err.value.hint
+    assert refs.get(main) == a
+    os.unlink(lock)
+    refs.update({main: (a, b)}, "move")  # the retry the hint says works
+    assert refs.get(main) == b
+
+
+def test_a_killed_writer_changes_no_ref_with_part_of_its_transaction(project):
+    """git update-ref commits whatever lines reached it unless told 'start': opal's
+    transaction is explicit, so a writer cut off after its first line changes nothing."""
+    project = str(project)
+    (a,) = ids(project, 1)
+    # What opal sends, cut off after the first update (the writer was killed).
+    partial = f"start\nupdate refs/opal/heads/main {a} {'0' * 40}\n"
+    subprocess.run(["git", "update-ref", "--stdin"], input=partial, text=True, cwd=project, capture_output=True)
+    assert git("rev-parse", "-q", "--verify", "refs/opal/heads/main", cwd=project, check=False).returncode != 0
+    # Without "start" the same cut-off input would have been applied.
+    subprocess.run(["git", "update-ref", "--stdin"], input=partial.split("\n", 1)[1], text=True, cwd=project,
+                   capture_output=True)
+    assert git("rev-parse", "refs/opal/heads/main", cwd=project).stdout.strip() == a
+
+
+def test_a_full_disk_at_the_ref_lock_says_disk_full_with_the_path(tmp_path):
+    """git says only "couldn't write '...lock'": opal says the disk is full, and
+    which file, not that another process holds the lock."""
+    import errno
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                                           capture_output=True).returncode:
+        pytest.skip("needs to mount a small tmpfs (root)")
+    try:
+        project = str(mount / "p")
+        git("init", "-q", project)
+        (a,) = (bytes.fromhex(x) for x in ids(project, 1))
+        git_dir = os.path.join(project, ".git")
+        refs = RefStore(lambda: pygit2.Repository(git_dir), git_dir, git_dir)
+        with open(str(mount / "fill"), "wb") as fh:  # the rest of the disk
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError:
+                pass
+        with pytest.raises(OSError) as err:
+            refs.update({"refs/opal/heads/main": (None, a)}, "create")
+        assert err.value.errno == errno.ENOSPC
+        assert err.value.filename == os.path.join(git_dir, "refs", "opal", "heads", "main.lock")
+        assert refs.get("refs/opal/heads/main") is None
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
