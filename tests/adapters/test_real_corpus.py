@@ -90,18 +90,7 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         "order gets an error result (Gemini); renamed calls: the Claude export orphans two results",
     },
     "parallel_calls_stay_parallel": {
-        SHOWCASE: "the Gemini export merges three sequential single-call replies into one with three toolCalls",
-        "claude/real/vibecodingtracker/claude_code.jsonl": "the Gemini export merges sequential replies' calls into "
-        "one message (3 multi-call messages for 1)",
-        XAS + "small.jsonl": "the Claude and Gemini exports merge sequential calls (2 multi-call replies for 1)",
-        "claude/real/claude-code-transcripts/sample_session.jsonl": "an export merges two sequential single-call "
-        "replies",
-        ACID + "rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl": "the Gemini export merges "
-        "sequential calls into one message",
-        XREAL + "vibecodingtracker/codex.jsonl": "the Gemini export merges sequential calls (3 multi-call messages, "
-        "none in the file)",
-        XREAL + "vibecodingtracker-zst/codex.jsonl.zst": "the Gemini export merges sequential calls (3 multi-call "
-        "messages, none in the file)",
+        XAS + "small.jsonl": "the Claude export merges sequential calls (2 multi-call replies for 1)",
     },
     "loss_report_names_what_changed": {
         CCL + "representative_messages.jsonl": "the uncommitted last line is missing from the export, unreported",
