@@ -148,6 +148,10 @@ def export(
     report.merge(result.report)
     if not dry_run:
         write_files(result)
+        for step in result.post:
+            note = step()
+            if note:
+                report.note(note)
         if branch is not None:
             with repo.lock():
                 repo.config_set(f"branch.{branch}.session", f"{adapter.name}:{result.session_id}")

@@ -918,7 +918,11 @@ def rewind(repo: Repository, count: int | None = None, to: str | None = None) ->
         oplog.apply(repo, op)
         warning = None
         last = list(sequence.iter_items(repo.store, new.root, max(0, new.header.items - 1))) if new.root else []
-        if last and last[-1].item.summary.get("kind") == "tool_call":
+        tail = last[-1].item.summary if last else {}
+        # A Gemini message holds its calls' results (toolCalls[].result): only calls the
+        # kept turn leaves unanswered make it interrupted.
+        if tail.get("kind") == "tool_call" and (
+                not tail.get("results") or set(tail.get("calls", ())) - set(tail.get("results", ()))):
             warning = "the last kept turn is a tool call without its result; agents treat it as interrupted"
         return RewindResult(
             branch,

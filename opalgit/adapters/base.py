@@ -571,6 +571,19 @@ class ExportTurn:
     normal: Normal
 
 
+def reply_id(turn: Turn) -> str | None:
+    """The model reply a record belongs to, when its agent writes one reply over several
+    records (Claude Code: one line per content block, all sharing ``message.id``); None
+    otherwise. Exporters use it to write a reply's several tool calls as one reply, the
+    way the target agent writes them (issue 18, 9)."""
+    rec = turn.record if turn.has_record else None
+    if turn.agent == "claude" and isinstance(rec, dict) and rec.get("type") == "assistant":
+        msg = rec.get("message")
+        mid = msg.get("id") if isinstance(msg, dict) else None
+        return mid if isinstance(mid, str) and mid else None
+    return None
+
+
 @dataclass
 class LossReport:
     """What an export converted or left out, counted by kind (never silent).
@@ -629,6 +642,10 @@ class ExportResult:
     resume: list[str]  # argv that resumes it, run from ``cwd`` (e.g. ["claude", "--resume", id])
     report: LossReport
     aux: list[tuple[str, bytes]] = field(default_factory=list)  # files the agent shares (e.g. a registry) to create or replace
+    # Steps run once the files are in place (e.g. adding the session to the agent's own
+    # index database, which cannot be replaced as a file); each returns a line for the
+    # report, or None.
+    post: list[Callable[[], str | None]] = field(default_factory=list)
     # How many leading lines of files[0] are the request's first records, one line per
     # record in order (ids rewritten at most): committing the resumed session keeps
     # those records as stored instead of storing them again (see opalgit.checkpoints).

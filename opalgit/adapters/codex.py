@@ -261,7 +261,17 @@ def _item_normal(p: Mapping[str, Any], t: int | None, prefix: str) -> Normal:
         if kind in ("tool_result", "function_result") and isinstance(p.get("name"), str):
             block["name"] = p["name"]
         return Normal("tool", [block], t)
-    if kind in ("web_search_call", "image_generation_call"):
+    if kind == "web_search_call":
+        # A built-in tool run by the API: the item is both the call and its outcome (the
+        # results reach the model inside the API, and only the UI event lists them).
+        ident = p.get("call_id") or p.get("id")
+        action = p.get("action") if isinstance(p.get("action"), dict) else {}
+        status = p.get("status") if isinstance(p.get("status"), str) else "completed"
+        outcome = jsonl.dumps({"status": status, **action}).decode("utf-8", "surrogatepass")
+        return Normal("assistant", [{"type": "tool_call", "id": ident, "name": "web_search", "input": action},
+                                    {"type": "tool_result", "call_id": ident, "output": outcome,
+                                     "is_error": status not in ("completed", "in_progress", "searching")}], t)
+    if kind == "image_generation_call":
         return Normal("assistant", [{"type": "other", "kind": kind}], t)
     return Normal("meta", time=t, label=f"{prefix}:{kind}" if isinstance(kind, str) else prefix)
 

@@ -33,8 +33,8 @@ from typing import Any, Mapping
 from .. import jsonl
 from ..errors import InputError, UsageError
 from ..model import Normal, Turn
-from . import tools
-from .base import ExportRequest, ExportResult, LossReport
+from . import codex_state, tools
+from .base import ExportRequest, ExportResult, LossReport, reply_id
 from .codex import (
     _OUTPUTS,
     CONTEXT_PREFIXES,
@@ -49,6 +49,8 @@ from .codex import (
 )
 
 __all__ = ["export", "replace_tool_outputs"]
+
+_ABSENT = object()
 
 
 def _iso(ms: int) -> str:
@@ -70,8 +72,9 @@ def export(req: ExportRequest) -> ExportResult:
                         _time.strftime("%d", lt), name)
     writer = _Writer(req)
     body = writer.run()
-    return ExportResult(files=[(path, body)], session_id=req.session_id,
-                        resume=["codex", "resume", req.session_id], report=writer.report, prefix=writer.aligned)
+    sid, now = req.session_id, req.now_ms
+    return ExportResult(files=[(path, body)], session_id=sid, resume=["codex", "resume", sid], report=writer.report,
+                        prefix=writer.aligned, post=[lambda: codex_state.register(home, sid, path, body, now)])
 
 
 class _Writer:
@@ -92,21 +95,24 @@ class _Writer:
         self.meta_labels: dict[str, int] = {}
         self.source_notes: dict[str, int] = {}
         self.ordinals = 0
+        self.reply: str | None = None  # reply_id of the foreign reply being written
+        self.reply_end: int | None = None  # where that reply's next call goes (after its last one)
+        self.native_calls: set[str] = set()  # call_ids of Codex's own calls written back
+        self.at = 0  # index in req.turns of the turn being written
+        self.meta_index: int | None = None
 
     # -- the whole file ---------------------------------------------------------------
 
     def run(self) -> bytes:
         req = self.req
         src = req.session
-        version = src.version if src is not None and src.agent == AGENT and src.version else DEFAULT_CLI_VERSION
-        meta = {"id": req.session_id, "timestamp": _iso(req.now_ms), "cwd": req.cwd, "originator": ORIGINATOR,
-                "cli_version": version, "source": "cli"}
-        self.lines.append({"timestamp": _iso(req.now_ms), "type": "session_meta", "payload": meta})
+        self.lines.append(self._session_meta())
         # The first ``aligned`` lines stand for the first records one for one: the new
         # session_meta for the stored one it replaces, then one line per record.
         self.aligned = 0
         for i, et in enumerate(req.turns):
             turn = et.turn
+            self.at = i
             if turn.agent == AGENT and (turn.has_record or isinstance(turn.line, bytes)):
                 self._native(turn)
             elif turn.agent == AGENT and turn.line is not None:
@@ -120,6 +126,66 @@ class _Writer:
         self._ui_events()
         self._notes()
         return b"".join((ln if isinstance(ln, bytes) else jsonl.dumps(ln)) + b"\n" for ln in self.lines)
+
+    # -- session_meta ----------------------------------------------------------------
+
+    def _source_meta(self) -> tuple[int, dict] | None:
+        """(index in req.turns, parsed line) of the source's own first ``session_meta``."""
+        for i, et in enumerate(self.req.turns):
+            turn = et.turn
+            if turn.agent != AGENT:
+                return None  # a foreign session: its first record is not Codex's header
+            rec: Any = turn.record if turn.has_record else None
+            if rec is None and isinstance(turn.line, bytes) and turn.line.strip():
+                try:
+                    rec = jsonl.parse_kept(turn.line)
+                except jsonl.ParseFailure:
+                    rec = None
+            if isinstance(rec, dict) and rec.get("type") == "session_meta" and isinstance(rec.get("payload"), dict):
+                return i, rec
+            if et.normal.role != "meta":
+                return None  # conversation before any header: none to keep
+        return None
+
+    def _session_meta(self) -> dict:
+        """The new rollout's first line: the source's own session_meta with only what the
+        new id and folder force to change (each change reported), or a fresh one."""
+        req = self.req
+        found = self._source_meta()
+        self.meta_index = found[0] if found else None
+        if found is None:
+            src = req.session
+            version = src.version if src is not None and src.agent == AGENT and src.version else DEFAULT_CLI_VERSION
+            meta = {"id": req.session_id, "timestamp": _iso(req.now_ms), "cwd": req.cwd, "originator": ORIGINATOR,
+                    "cli_version": version, "source": "cli"}
+            return {"timestamp": _iso(req.now_ms), "type": "session_meta", "payload": meta}
+        line = {k: v for k, v in found[1].items() if k != "ordinal"}
+        old = line["payload"]
+        p = dict(old)
+        p["id"] = req.session_id
+        if "session_id" in p:
+            p["session_id"] = req.session_id  # the thread's own id, not a parent's
+        if p.get("cwd") != req.cwd:
+            was = p.get("cwd")
+            p["cwd"] = req.cwd
+            for key in ("runtime_workspace_roots", "workspace_roots"):
+                if isinstance(p.get(key), list):
+                    p[key] = [req.cwd if r == was else r for r in p[key]]
+        if p.get("history_mode") == "paginated":
+            p["history_mode"] = "legacy"  # the export drops ordinals: a paginated header would be refused
+        # Codex refuses a header without these (formats.md §1.4, E-C5).
+        for key, value in (("timestamp", line.get("timestamp") or _iso(req.now_ms)), ("originator", ORIGINATOR),
+                           ("cli_version", (req.session.version if req.session and req.session.version else None)
+                            or DEFAULT_CLI_VERSION)):
+            if not _is_str(p.get(key)):
+                p[key] = value
+        for key in sorted(set(p) | set(old)):
+            if p.get(key, _ABSENT) != old.get(key, _ABSENT):
+                self.report.convert(f"session_meta:{key}:" + ("added" if key not in old else "rewritten"))
+        line["payload"] = p
+        if not _is_str(line.get("timestamp")):
+            line["timestamp"] = p["timestamp"]
+        return line
 
     def _notes(self) -> None:
         rep, src = self.report, self.req.session
@@ -205,29 +271,48 @@ class _Writer:
         if not isinstance(rec, dict):
             self.lines.append(jsonl.dumps(rec))
             return
-        if rec.get("type") == "session_meta":
-            self.report.convert("session_meta:replaced")
-            return
+        if rec.get("type") == "session_meta" and self.at == self.meta_index:
+            return  # the header the new session_meta line stands for
         if "ordinal" in rec:
             rec = {k: v for k, v in rec.items() if k != "ordinal"}
             self.ordinals += 1
         p = rec.get("payload")
-        if rec.get("type") == "turn_context" and isinstance(p, dict) and isinstance(p.get("cwd"), str) \
-                and p["cwd"] != self.req.cwd:
-            old = p["cwd"]
-            p = dict(p, cwd=self.req.cwd)
+        moved = self._moved(rec)
+        if moved is not None:
+            assert isinstance(p, dict)
+            p = dict(p, cwd=moved)
             if isinstance(p.get("workspace_roots"), list):
-                p["workspace_roots"] = [self.req.cwd if r == old else r for r in p["workspace_roots"]]
+                p["workspace_roots"] = [self._relocate(r) or r for r in p["workspace_roots"]]
             rec = dict(rec, payload=p)
             self.report.convert("turn_context:cwd")
         self.lines.append(rec)
         self._track(rec)
 
-    def _needs_change(self, rec: dict) -> bool:
+    def _relocate(self, path: Any) -> str | None:
+        """``path`` moved with the session: the source folder, or a folder under it, with
+        its prefix mapped to the target (a subfolder stays a subfolder); None when the path
+        is elsewhere, or does not move."""
+        src = self.req.session
+        old = src.cwd if src is not None and src.agent == AGENT else None
+        if not _is_str(path) or not old or old == self.req.cwd:
+            return None
+        base = old.rstrip("/")
+        if path == old or path == base:
+            return self.req.cwd
+        if path.startswith(base + "/"):
+            return self.req.cwd.rstrip("/") + path[len(base):]
+        return None
+
+    def _moved(self, rec: dict) -> str | None:
+        """The new ``cwd`` of a ``turn_context`` that moves with the session, or None."""
         p = rec.get("payload")
-        moved = rec.get("type") == "turn_context" and isinstance(p, dict) and isinstance(p.get("cwd"), str) \
-            and p["cwd"] != self.req.cwd
-        return rec.get("type") == "session_meta" or "ordinal" in rec or moved
+        if rec.get("type") != "turn_context" or not isinstance(p, dict):
+            return None
+        return self._relocate(p.get("cwd"))
+
+    def _needs_change(self, rec: dict) -> bool:
+        return (rec.get("type") == "session_meta" and self.at == self.meta_index) or "ordinal" in rec \
+            or self._moved(rec) is not None
 
     def _track(self, rec: Any) -> None:
         """Follow calls, outputs and task boundaries of a written-back record."""
@@ -238,13 +323,15 @@ class _Writer:
         if kind == "response_item" and isinstance(p.get("call_id"), str):
             if sub in ("function_call", "custom_tool_call", "local_shell_call"):
                 self._add_call(p["call_id"], sub)
+                self.native_calls.add(p["call_id"])
             elif sub in _OUTPUTS:
                 self.answered.add(p["call_id"])
         elif kind == "event_msg":
             if sub in ("task_started", "turn_started"):
+                # Codex's own task: left as the source left it (an unfinished one stays
+                # unfinished; opal closes only the tasks it opens for foreign prompts).
                 self._close_task(None)
-                tid = p.get("turn_id")
-                self.open_turn = tid if isinstance(tid, str) else "native"
+                self.open_turn = "native"
             elif sub in ("task_complete", "turn_complete", "turn_aborted"):
                 self.open_turn = None
             elif sub == "thread_rolled_back":
@@ -269,6 +356,12 @@ class _Writer:
         if role == "system" and not any(b.get("type") == "text" for b in normal.blocks):
             self.report.drop("record:system")
             return
+        rid = reply_id(turn)
+        results_only = all(b.get("type") == "tool_result" for b in normal.blocks)
+        if rid != self.reply and not (rid is None and results_only):
+            # Another reply: its calls start a new run. The results of the reply being
+            # written (they may come between its calls) leave the run open.
+            self.reply, self.reply_end = rid, None
         pending: list[dict] = []
         for blk in normal.blocks:
             kind = blk.get("type")
@@ -290,6 +383,7 @@ class _Writer:
     def _flush(self, role: str, blocks: list[dict], t: int | None) -> None:
         if not blocks:
             return
+        self.reply_end = None  # text between calls: the calls after it are not moved above it
         if role == "assistant":
             texts = [b.get("text") or "" for b in blocks if b.get("type") == "text"]
             if any(b.get("type") == "image" for b in blocks):
@@ -368,8 +462,20 @@ class _Writer:
             payload = {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": name, "input": inp}
         else:
             payload = {"type": "function_call", "name": name, "arguments": _args_string(inp), "call_id": call_id}
-        self._line("response_item", payload, t)
-        self._add_call(call_id, payload["type"])
+        line = {"timestamp": _iso(t if t is not None else self.req.now_ms), "type": "response_item", "payload": payload}
+        at = self.reply_end
+        if at is None or at > len(self.lines):
+            at = len(self.lines)
+        # A reply's next call goes after its earlier calls, before the outputs written
+        # since: Codex writes a turn's parallel calls as consecutive items, then outputs.
+        self.lines.insert(at, line)
+        for cid, pos in self.call_pos.items():
+            if pos >= at:
+                self.call_pos[cid] = pos + 1
+        self.calls[call_id] = payload["type"]
+        self.call_pos[call_id] = at
+        self.answered.discard(call_id)
+        self.reply_end = at + 1 if self.reply is not None else None
 
     def _result(self, blk: dict, t: int | None) -> None:
         orig = blk.get("call_id")
@@ -411,7 +517,14 @@ class _Writer:
 
     def _synthesize_dangling(self) -> None:
         # Right after each unanswered call, latest first so earlier positions stay valid.
-        dangling = sorted((pos, cid) for cid, pos in self.call_pos.items() if cid not in self.answered)
+        # Codex's own unanswered calls stay as it wrote them: on resume it answers them
+        # itself ("aborted"), so an output written here would be a record it never wrote.
+        left = sorted(cid for cid in self.call_pos if cid not in self.answered and cid in self.native_calls)
+        if left:
+            self.report.note(f"{len(left)} Codex tool call(s) without an output are written back as the source has "
+                             "them; codex answers them as aborted when it resumes")
+        dangling = sorted((pos, cid) for cid, pos in self.call_pos.items()
+                          if cid not in self.answered and cid not in self.native_calls)
         if dangling:
             self.aligned = min(self.aligned, dangling[0][0] + 1)  # lines after it move down
         for pos, cid in reversed(dangling):

@@ -35,7 +35,7 @@ from .. import jsonl
 from ..errors import InputError
 from ..model import Normal
 from . import tools
-from .base import ExportRequest, ExportResult, LossReport
+from .base import ExportRequest, ExportResult, LossReport, reply_id
 from .gemini import (
     AGENT,
     IGNORED_PREFIXES,
@@ -83,7 +83,7 @@ def export(req: ExportRequest) -> ExportResult:
     for et in req.turns:
         if et.turn.agent != AGENT:
             conv = conv or _Converter(req, report, counter)
-            conv.feed(et.turn.agent, et.normal)
+            conv.feed(et.turn.agent, et.normal, reply_id(et.turn))
             continue
         if conv is not None:
             values.extend(conv.finish())
@@ -197,6 +197,11 @@ class _Converter:
         self.out: list[dict] = []
         self.cur: dict | None = None  # the gemini message being filled
         self.pending: dict[str, dict] = {}  # call id -> toolCalls entry without a result
+        # Ids minted for calls that had none, oldest first: a result without a call id
+        # answers the oldest of them (older Codex rollouts pair calls and results by order).
+        self.anon: list[str] = []
+        self.reply: str | None = None  # reply_id of the assistant turn last fed
+        self.fresh = True  # the next call belongs to a reply other than the message's calls
 
     def _new_id(self) -> str:
         self.counter[0] += 1
@@ -243,6 +248,12 @@ class _Converter:
 
     def _result(self, block: dict) -> None:
         cid = block.get("call_id")
+        if not _is_id(cid):
+            open_ = [a for a in self.anon if a in self.pending]
+            named = [a for a in open_ if self.pending[a].get("name") == block.get("name")]
+            cid = (named or open_ or [None])[0]
+            if cid is not None:
+                self.anon.remove(cid)
         entry = self.pending.pop(cid, None) if _is_id(cid) else None
         if entry is None:
             self.report.drop("tool_result:orphan")
@@ -267,7 +278,8 @@ class _Converter:
     @staticmethod
     def _fill(entry: dict, text: str, error: bool, extra: list | None = None) -> None:
         response = {"error": text} if error else {"output": text}
-        entry["result"] = [{"functionResponse": {"id": entry["id"], "name": entry["name"], "response": response}},
+        # A call of a hand-written or older file may lack an id: its response names none either.
+        entry["result"] = [{"functionResponse": {"id": entry.get("id"), "name": entry["name"], "response": response}},
                            *(extra or [])]
         entry["status"] = "error" if error else "success"
 
@@ -279,10 +291,16 @@ class _Converter:
         self.pending.clear()
         self.cur = None
 
-    def feed(self, agent: str, normal: Normal) -> None:
+    def feed(self, agent: str, normal: Normal, reply: str | None = None) -> None:
         role = normal.role
+        if role == "assistant" and (reply is None or reply != self.reply):
+            self.fresh = True  # another reply: its first call opens a message of its own
+        self.reply = reply if role == "assistant" else self.reply
         if role == "meta":
             self.report.drop(f"record:meta:{agent}")
+            if normal.label == "codex:context":
+                # A message the model saw between two calls: they are two replies.
+                self.cur = None
             return
         if role == "user":
             for b in normal.blocks:
@@ -332,9 +350,18 @@ class _Converter:
                 if not isinstance(args, dict):
                     args = {"input": args}
                 cid = b.get("id") if _is_id(b.get("id")) else f"opal_call_{self._new_id()[:8]}"
+                if not _is_id(b.get("id")):
+                    self.anon.append(cid)
                 entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
                          "timestamp": self._stamp(normal)}
-                self._model(normal, False)["toolCalls"].append(entry)
+                msg = self._model(normal, False)
+                if self.fresh and any(tc.get("result") is not None for tc in msg["toolCalls"]):
+                    # A call made after the calls of this message were answered is a new
+                    # reply (it waited for those results), not one more parallel call.
+                    self.cur = None
+                    msg = self._model(normal, False)
+                self.fresh = False
+                msg["toolCalls"].append(entry)
                 self.pending[cid] = entry
             elif kind == "tool_result":
                 self._result(b)

@@ -172,9 +172,9 @@ def test_exports_that_change_the_records_leave_no_checkpoint(repo, project, tmp_
 @pytest.mark.parametrize("fixture, kept", [
     ("agent-sessions/large.jsonl", True),  # legacy rollout, one session_meta
     ("agent-sessions/codex_050_legacy.jsonl", True),
-    # Resumed six times: the later session_metas are left out, so lines and records
-    # part after the second one, and the file is read as new (as before checkpoints).
-    ("agent-sessions/small.jsonl", False),
+    # Resumed six times: the later session_metas are written back as they are (only the
+    # first is the thread's header), so lines and records stay one for one.
+    ("agent-sessions/small.jsonl", True),
 ])
 def test_a_resumed_codex_export_is_kept_the_same_way(project, home, tmp_path, fixture, kept):
     """Codex appends to the rollout it resumes; a same-agent export writes the new
