@@ -53,8 +53,10 @@ def _peak_rss(tmp_path, *args: str, cwd) -> int:
 #: window and the compressor's tables, still counts for much). Measured there: 0.66x
 #: (files read again and again) and 0.87x (many small turns), against 1.32x and 1.30x
 #: before the sequence writer let go of payloads it had handed on and of leaves that
-#: waited for a pack; see docs/performance.md for 250 MB.
-RATIO = 1.0
+#: waited for a pack; see docs/performance.md for 250 MB. Rebuilding the uuid tree as
+#: Claude Code does (issue 18: parallel results, compaction) holds every line's place
+#: in it, a cost per record: many small turns measured 1.05x after it.
+RATIO = 1.15
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="wait4's peak RSS as Linux reports it")
