@@ -254,6 +254,19 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MS = datetime.timedelta(milliseconds=1)
 
 
+def record_of(turn: Turn) -> Any:
+    """The record ``turn`` stands for: kept as parsed, or parsed exactly from its line
+    (big integers included); None for a line that is not JSON or is blank."""
+    if turn.has_record:
+        return turn.record
+    if isinstance(turn.line, bytes) and turn.line.strip():
+        try:
+            return jsonl.parse_kept(turn.line)
+        except jsonl.ParseFailure:
+            return None
+    return None
+
+
 def parse_time(value: Any) -> int | None:
     """A record timestamp (RFC 3339, or epoch seconds / milliseconds) as integer ms (UTC), or None.
 

@@ -47,6 +47,7 @@ from .base import (
     foreign_file,
     parse_time,
     open_session,
+    record_of,
 )
 
 __all__ = [
@@ -657,7 +658,17 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
             continue
         if u in parent or u in known:
             return False, {}  # a repeated uuid rewrites the tree: read it all again
-        parent[u] = _parent_of(rec, prev)
+        p0 = _parent_of(rec, prev)
+        if (
+            (p0 is None or (p0 not in parent and p0 not in known))
+            and (rec.get("boundary") or _is_candidate(rec))
+            and (old_leaf is not None or cands)
+        ):
+            # A second root, or a compaction whose leaf is not in the file: the whole
+            # file's tree hangs it under the conversation before it (_Tree), which these
+            # new lines alone cannot tell: read it all again.
+            return False, {}
+        parent[u] = p0
         prev = u
         order.append(u)
         if rec.get("isSidechain") is not True:
@@ -948,12 +959,7 @@ class ClaudeAdapter(Adapter):
         out: list[Normal] = []
         seen: set[str] = set()
         for t in turns:
-            value: Any = t.record if t.has_record else None
-            if value is None and isinstance(t.line, bytes) and t.line.strip():
-                try:
-                    value = jsonl.parse(t.line)
-                except jsonl.ParseFailure:
-                    value = None
+            value: Any = record_of(t)
             normal = normalize_record(value) if value is not None or t.has_record else self.normalize(t)
             u = value.get("uuid") if isinstance(value, dict) else None
             if _is_id(u) and normal.role != "meta":

@@ -34,7 +34,7 @@ from .. import jsonl
 from ..errors import InputError, UsageError
 from ..model import Normal, Turn
 from . import codex_state, tools
-from .base import ExportRequest, ExportResult, LossReport, reply_id
+from .base import ExportRequest, ExportResult, LossReport, record_of, reply_id
 from .codex import (
     _OUTPUTS,
     CONTEXT_PREFIXES,
@@ -135,12 +135,7 @@ class _Writer:
             turn = et.turn
             if turn.agent != AGENT:
                 return None  # a foreign session: its first record is not Codex's header
-            rec: Any = turn.record if turn.has_record else None
-            if rec is None and isinstance(turn.line, bytes) and turn.line.strip():
-                try:
-                    rec = jsonl.parse_kept(turn.line)
-                except jsonl.ParseFailure:
-                    rec = None
+            rec: Any = record_of(turn)
             if isinstance(rec, dict) and rec.get("type") == "session_meta" and isinstance(rec.get("payload"), dict):
                 return i, rec
             if et.normal.role != "meta":

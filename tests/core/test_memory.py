@@ -22,30 +22,15 @@ from opalgit.store import MemoryObjectStore
 
 MB = 1 << 20
 
-# Starts the command from this small interpreter and writes its wait4 figures: Linux
-# gives a child the larger of its own peak RSS and its parent's at the fork (pytest's
-# is well over 100 MB), so the command must not be a child of the test itself.
-_PROBE = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
-_, status, ru = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as fh:
-    fh.write(f"{os.waitstatus_to_exitcode(status)} {ru.ru_maxrss * 1024}")
-"""
-
-
 def _peak_rss(tmp_path, *args: str, cwd) -> int:
-    facts = tmp_path / "rss"
-    p = subprocess.run([sys.executable, "-S", "-c", _PROBE, str(facts), sys.executable, "-m", "opalgit", *args],
-                       cwd=str(cwd), capture_output=True, text=True, timeout=600, env=dict(os.environ))
-    rc, peak = (int(x) for x in facts.read_text().split())
-    assert rc == 0, p.stderr[-2000:]
-    return peak
+    # The bench's probe: the command must not be a child of the test itself, since Linux
+    # gives a child the larger of its own peak RSS and its parent's (pytest's is well
+    # over 100 MB) at the fork.
+    from bench.util import run_measured
+
+    p = run_measured([sys.executable, "-m", "opalgit", *args], cwd=str(cwd), env=dict(os.environ))
+    assert p.rc == 0, p.err[-2000:]
+    return p.maxrss
 
 
 #: How much a whole import may hold beyond what ``opal --version`` holds, as a part of
