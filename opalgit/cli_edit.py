@@ -175,6 +175,7 @@ def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
                     "user": o.user,
                     "undoes": o.undoes.hex() if o.undoes else None,
                     "changes": {n: [a.hex() if a else None, b.hex() if b else None] for n, (a, b) in o.changes.items()},
+                    "sessions": {n: [a, b] for n, (a, b) in o.sessions.items()},
                     "head": list(o.head),
                 }
                 for o in ops

@@ -207,11 +207,11 @@ def _detached_refusal(repo: Repository, branch: str, state: "State", agent: str,
     session exported from this very state holds nothing it left out: that is how a
     rewound branch is continued (``opal export``, then the agent resumes it).
     """
-    from . import checkpoints
-
     how = state.header.extra.get("detached")
     if not how:
-        return None
+        return None  # the usual commit: nothing more to read
+    from . import checkpoints
+
     written = checkpoints.load(repo.opal_dir, agent, f.path)
     if written is not None and written.state == state.oid:
         return None
