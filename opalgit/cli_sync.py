@@ -189,9 +189,11 @@ def _run_hook(c: Ctx, name: str, args: dict) -> None:
     said = hookqueue.shim_waiting(os.environ.get("OPAL_HOOK_OUTPUT"))
     try:
         repo = Repository.discover(c.cwd)
-        for f in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
-            said_then = f"opal: an earlier {f.get('hook')} hook failed in the background: {f.get('message')}"
-            click.echo(_one_line(said_then), err=True)
+        # Said only where someone reads it: a shim that waits, or a run by hand. A shim
+        # that does not wait (the default) said them itself before it started opal.
+        if said or not os.environ.get("OPAL_HOOK_SHIM"):
+            for line in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
+                click.echo(line, err=True)
         shim = os.environ.get("OPAL_HOOK_SHIM", "")
         shim_pid = int(shim) if shim.isdigit() else None
         data = hooks.job_data(repo, name, args, shim_pid)
