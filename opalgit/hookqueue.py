@@ -1,8 +1,9 @@
 """The order of the hooks' work, and what happens to work that outlives its git command.
 
-A shim waits for opal's part of a hook at most ``hooks.timeout`` seconds; past that the
-work goes on in the background while git carries on (see docs/hooks.md). So the work of
-one hook can still be running when the next git command's hooks start: a commit
+A shim waits for opal's part of a hook at most ``hooks.timeout`` seconds (post-commit's
+and post-rewrite's not at all, by default); past that the work goes on in the
+background while git carries on (see docs/hooks.md). So the work of one hook can still
+be running, or not even started, when the next git command's hooks start: a commit
 amended at once, another commit right after, a push. Each must happen in the order git
 ran them (a post-rewrite moves the link that the post-commit before it writes; a push
 sends the states recorded before it), and each must record what was true when git ran

@@ -14,9 +14,10 @@ other repositories is refused unless asked for (:func:`check_folder`); there, a 
 in a repository without opal does nothing.
 
 The shim waits for opal's part at most ``hooks.timeout`` seconds (post-commit,
-post-rewrite: then the work goes on in the background) or ``hooks.pushTimeout``
-(pre-push: then it is stopped); :func:`run_in_turn` and :mod:`hookqueue` keep work
-that outlives its git command in git's order, and lose none of it.
+post-rewrite: 0 unless set, so git does not wait and the work runs in the background)
+or ``hooks.pushTimeout`` (pre-push: then it is stopped); :func:`run_in_turn` and
+:mod:`hookqueue` keep work that outlives its git command in git's order, and lose
+none of it.
 
 What the hooks do (:func:`post_commit`, :func:`post_rewrite`, :func:`pre_push`):
 
