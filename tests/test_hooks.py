@@ -302,9 +302,11 @@ class HeldLock:
 
 
 def drained(repo, rounds=1200):
-    """Wait (bounded: at most 1200 polls of 50 ms) until no hook work is left to do."""
+    """Wait (bounded: at most 1200 polls of 50 ms) until no hook work is left to do and
+    every hook's process has ended (its output file goes when it does)."""
     for _ in range(rounds):
-        if not hookqueue.pending(repo.opal_dir):
+        if not hookqueue.pending(repo.opal_dir) and not [
+                n for n in os.listdir(repo.opal_dir) if n.startswith("hook-output.")]:
             return True
         time.sleep(0.05)
     return False
