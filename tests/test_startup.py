@@ -131,6 +131,17 @@ def test_log_imports_only_its_own_command_module_and_no_adapter(recorded):
     assert not [m for m in mods if m.startswith("opalgit.adapters.") and m != "opalgit.adapters.base"], mods
 
 
+def test_read_commands_do_not_import_pygit2(recorded):
+    """log, status, show and branch read opal's own files: pygit2 (and the ssl it
+    brings) would be a third of 'opal status', over 3x 'opal --version' on the bench's
+    100,000-turn history (docs/performance.md, the read.status row)."""
+    project, env = recorded
+    for args in (["log", "-n", "20"], ["status"], ["show", "main:1"], ["branch"]):
+        rc, mods = loaded_after(args, project, env)
+        assert rc == 0, args
+        assert not [m for m in mods if m.startswith(("pygit2", "ssl"))], (args, mods)
+
+
 def test_help_lists_every_command_as_before(tmp_path):
     r = opal("--help", cwd=tmp_path)
     assert r.returncode == 0
