@@ -1,8 +1,9 @@
 """``opal server``: see, start and stop the command server (:mod:`opalgit.server`).
 
-The ``opal`` program starts the server by itself and it stops by itself when idle;
-these commands are for looking at it, warming it up before timing something, and
-stopping it now. They always run in the calling process, never in the server.
+The server is opt-in: no command starts one unless ``opal server start`` is run, or
+``OPAL_SERVER=auto`` is set. A running server is used by every command of its key and
+stops by itself when idle. These commands always run in the calling process, never in
+the server.
 
 Importing this module attaches the commands to :data:`opalgit.cli.cli`.
 """
@@ -57,21 +58,23 @@ def _silent(state: str, pid: int, path: str) -> list[str]:
     who = f"Command server {pid}" if pid else f"The command server at {path}"
     how = "is stopped (SIGSTOP)" if state == "stopped" else f"does not answer within {client.wait_for(os.environ):g} s"
     return [f"{who} {how}.",
-            "  Commands run in their own process; the next one starts a server that takes its socket.",
+            "  Commands run in their own process; 'opal server start' starts one that takes its socket.",
             "  'opal server stop' ends it."]
 
 
 @cli.group("server", context_settings=CONTEXT)
 def server_group() -> None:
-    """The command server that spares each command the interpreter's start-up.
+    """An opt-in command server that spares each command the interpreter's start-up.
 
-    'opal' hands a command to a server that has opal loaded and forks a fresh process
-    for it, with this command's arguments, folder, environment and terminal: the same
-    command, the same output, without ~50-100 ms of start-up. The first command starts
-    the server in the background; it stops after 10 minutes without a command
-    (OPAL_SERVER_IDLE, in seconds) or when opal's code changes. OPAL_SERVER=off turns it
-    off; with CI set, one is used but never started. There is one per user, Python
-    and environment, on a socket only that user can reach. See docs/server.md.
+    By default every command runs in its own process and no server is ever started.
+    'opal server start' starts one (or set OPAL_SERVER=auto, and a command starts one in
+    the background when none runs); while it runs, 'opal' hands it each command and it
+    forks a fresh process for it, with this command's arguments, folder, environment and
+    terminal: the same command, the same output, without the start-up. It stops after
+    10 minutes without a command (OPAL_SERVER_IDLE, in seconds), when opal's code
+    changes, or with 'opal server stop'. OPAL_SERVER=off uses none, even a running one.
+    There is one per user, Python and environment, on a socket only that user can
+    reach. See docs/server.md.
     """
 
 
@@ -97,8 +100,9 @@ def server_status(c: Ctx, as_json: bool) -> None:
         return
     if info is None:
         c.out("No command server runs for this Python and environment.")
-        if client.mode() == "off":
-            c.out("OPAL_SERVER is off: commands run in their own process.")
+        c.out({"off": "OPAL_SERVER is off: commands run in their own process.",
+               "use": "Commands run in their own process; 'opal server start' starts one.",
+               "auto": "OPAL_SERVER=auto: the next command starts one in the background."}[client.mode()])
         return
     c.out(_describe(info))
     if client.mode() == "off":
@@ -111,8 +115,8 @@ def server_status(c: Ctx, as_json: bool) -> None:
 def server_start(c: Ctx, as_json: bool) -> None:
     """Start the command server now and wait until it answers.
 
-    The first command would start it anyway; starting it first spares that command
-    nothing, but makes the next ones' timings even (benchmarks do this).
+    The commands after it, and the git hooks, use it until it stops (after
+    OPAL_SERVER_IDLE seconds without a command, 600 unless set when it starts).
 
     \b
     Examples:
@@ -148,8 +152,8 @@ def server_start(c: Ctx, as_json: bool) -> None:
 def server_stop(c: Ctx) -> None:
     """Stop the command server of this Python and environment, if one runs.
 
-    A command it is running goes on to its end; the next command starts a new server
-    (unless OPAL_SERVER=off).
+    A command it is running goes on to its end; the next commands run in their own
+    process (with OPAL_SERVER=auto, the next one starts a new server).
 
     \b
     Examples:
@@ -170,7 +174,7 @@ def server_stop(c: Ctx) -> None:
         how = "answers" if state == "up" else "does not answer"
         raise OpalError(f"the process listening at {path} {how} but cannot be identified as "
                         f"your command server{f' (pid {pid})' if pid else ''}",
-                        hint=f"remove {path}: the next command starts a new server")
+                        hint=f"remove {path}; 'opal server start' then starts a new server")
     try:
         os.kill(pid, signal.SIGTERM)
         if state != "up":  # a stopped server acts on SIGTERM once it is continued

@@ -59,9 +59,9 @@ def hooks_install(c: Ctx, shared: bool, as_json: bool) -> None:
     this repository, is shared with other repositories: opal refuses it unless
     --shared (the hooks then do nothing in repositories without opal).
 
-    git waits for opal's part of a hook at most hooks.timeout seconds (post-commit,
-    post-rewrite; 2 unless set), then that work goes on in the background, in order;
-    the pre-push hook is stopped after hooks.pushTimeout seconds (60 unless set).
+    git does not wait for opal's post-commit and post-rewrite work: it runs in the
+    background, in order (hooks.timeout SECONDS makes git wait up to that long); the
+    pre-push hook is stopped after hooks.pushTimeout seconds (60 unless set).
 
     \b
     Examples:
@@ -189,9 +189,11 @@ def _run_hook(c: Ctx, name: str, args: dict) -> None:
     said = hookqueue.shim_waiting(os.environ.get("OPAL_HOOK_OUTPUT"))
     try:
         repo = Repository.discover(c.cwd)
-        for f in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
-            said_then = f"opal: an earlier {f.get('hook')} hook failed in the background: {f.get('message')}"
-            click.echo(_one_line(said_then), err=True)
+        # Said only where someone reads it: a shim that waits, or a run by hand. A shim
+        # that does not wait (the default) said them itself before it started opal.
+        if said or not os.environ.get("OPAL_HOOK_SHIM"):
+            for line in hookqueue.unsaid_failures(repo.opal_dir)[:3]:
+                click.echo(line, err=True)
         shim = os.environ.get("OPAL_HOOK_SHIM", "")
         shim_pid = int(shim) if shim.isdigit() else None
         data = hooks.job_data(repo, name, args, shim_pid)
@@ -492,7 +494,7 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
 #: Settings opal itself reads, and how their values are checked.
 KNOWN_KEYS = {
     "push.withcode": ("bool", "git push also pushes the current state branch (through the pre-push hook)"),
-    "hooks.timeout": ("seconds", "how long git commit waits for opal's post-commit and post-rewrite hooks (2)"),
+    "hooks.timeout": ("seconds", "how long git commit waits for opal's post-commit and post-rewrite hooks (0: not at all)"),
     "hooks.pushtimeout": ("seconds", "how long git push waits for opal's pre-push hook before it is stopped (60)"),
     "push.namespace": ("name", "prefix of your branch names on remotes: NAME/BRANCH ('user': from your git e-mail)"),
 }
@@ -540,8 +542,8 @@ def config(c: Ctx, key: str | None, value: str | None, unset: bool, list_: bool)
     Settings:
       push.withCode BOOL     plain 'git push' also pushes the current state branch
       push.namespace NAME    push your branches as NAME/BRANCH ('user': your git e-mail's name)
-      hooks.timeout SECONDS  git commit waits this long for opal's hooks, then they go on
-                             in the background (2)
+      hooks.timeout SECONDS  git commit waits this long for opal's hooks, which go on in
+                             the background (0: git does not wait)
       hooks.pushTimeout SECONDS
                              git push waits this long for the pre-push hook, which is
                              then stopped (60)

@@ -1,38 +1,42 @@
-"""The ``opal`` program's entry point: hand the command to a warm command server, or run it here.
+"""The ``opal`` program's entry point: run the command here, or hand it to a command server
+that was started on purpose.
 
-Half of a small command's time is process start-up: the interpreter, click, pygit2
-and the commit's modules (docs/performance.md). A post-commit hook pays it on every
-``git commit``, and an agent that records its state after every turn pays it on every
-turn. So, as Mercurial's ``chg`` does, ``opal`` can hand its command to a server that
-has those modules loaded (:mod:`opalgit.server`): the server forks a fresh process per
-command, which takes this process's arguments, working folder, environment, umask and
-its three standard streams (passed as file descriptors, so a terminal stays a
-terminal), runs the command and sends back its exit code. What the command does and
-prints is the same either way; only the start-up is saved.
+By default every command runs in this process, as any program does: its limits,
+priority, terminal and job control are the shell's. A command server is opt-in: ``opal
+server start`` starts one, or ``OPAL_SERVER=auto`` lets a command start one in the
+background when none runs. No command ever starts a server otherwise, so a user who
+never asked for one never has one (docs/server.md).
+
+While a server runs (started either way), ``opal`` hands it the command, as Mercurial's
+``chg`` does: the server (:mod:`opalgit.server`) has the interpreter, click, pygit2 and
+the commit's modules loaded, and forks a fresh process per command, which takes this
+process's arguments, working folder, environment, umask and its three standard streams
+(passed as file descriptors, so a terminal stays a terminal), runs the command and
+sends back its exit code. What the command does and prints is the same either way;
+only the start-up is saved.
 
 This module runs before anything else is imported, so it imports only what the
 interpreter has loaded already (os, sys, marshal and the socket's C module). Whenever
 the server cannot take the command (none running, a different interpreter or
 environment, code changed on disk, a socket not this user's own), the command runs in
-this process as it always did, and a server is started in the background for the next
-one. Nothing is ever run twice: the server's process for a command waits for this
-process's go-ahead (:data:`GO`) before it runs anything, so a command this process
-gave up waiting for can run here, and one it let go is never retried here.
+this process as it always did (and with ``OPAL_SERVER=auto`` a server is started in
+the background for the next one). Nothing is ever run twice: the server's process for
+a command waits for this process's go-ahead (:data:`GO`) before it runs anything, so a
+command this process gave up waiting for can run here, and one it let go is never
+retried here.
 
 Every wait for the server has a deadline (:func:`wait_for`): a server that does not
 answer (stopped, wedged) is said in one line on stderr and passed over for a while,
-the command runs here, and a new server takes its socket for the next commands.
-Signals reach the command at every moment: before the go-ahead a signal ends this
-process as it would have ended the command, which has not started anywhere; after
-it, the command's process is sent them. The command's process ends with this one
-(see :mod:`opalgit.server`), even if this one is killed.
+and the command runs here. Signals reach the command at every moment: before the
+go-ahead a signal ends this process as it would have ended the command, which has not
+started anywhere; after it, the command's process is sent them. The command's process
+ends with this one (see :mod:`opalgit.server`), even if this one is killed.
 
-``OPAL_SERVER=off`` turns all of this off; with the environment variable ``CI`` set a
-server is used if one runs but never started. Commands at an interactive terminal
-(standard input and output both a terminal) run here too: they may page, and a pager
-needs the terminal that only this process has; so do the few in
-:data:`LOCAL_COMMANDS`. ``opal server status|start|stop`` is in
-:mod:`opalgit.cli_server`. See docs/server.md.
+``OPAL_SERVER=off`` uses no server at all, even a running one. Shell completion
+(``_OPAL_COMPLETE``), commands at an interactive terminal (standard input and output
+both a terminal: they may page, and a pager needs the terminal that only this process
+has) and the few in :data:`LOCAL_COMMANDS` always run here. ``opal server
+status|start|stop`` is in :mod:`opalgit.cli_server`.
 """
 
 from __future__ import annotations
@@ -97,15 +101,16 @@ def private_dir(path: str, create: bool) -> bool:
 
 
 def mode() -> str:
-    """``off``, ``use`` (use a running server, start none) or ``auto`` (the default)."""
+    """``off`` (use no server), ``use`` (use a running server, start none: the default) or
+    ``auto`` (start one in the background when none runs: ``OPAL_SERVER=auto``)."""
     value = os.environ.get("OPAL_SERVER", "").strip().lower()
     if value in OFF or not hasattr(os, "fork"):  # the server forks a process per command
         return "off"
     if value != "on" and confined():
         return "off"
-    if value in ("", "auto") and os.environ.get("CI"):
-        return "use"
-    return "auto"
+    if value == "on" or (value == "auto" and not os.environ.get("CI")):
+        return "auto"
+    return "use"
 
 
 #: Commands that always run in the client's own process (a command, or a command and
@@ -178,14 +183,26 @@ def _streams_ok() -> bool:
     return True
 
 
+#: The environment variable click's shell completion sets (the program's name, upper
+#: case): completion runs in this process, whose terminal and shell it answers, and is
+#: never handed to a server.
+COMPLETE_VAR = "_OPAL_COMPLETE"
+
+
 def main() -> None:
     """The ``opal`` program."""
+    if COMPLETE_VAR in os.environ:
+        _run_here()
+        return
     how = mode()
     args = sys.argv[1:]
     if how == "off" or runs_here(args) or _wants_terminal() or not _streams_ok():
         _run_here()
         return
     env = os.environ
+    if how == "use" and not os.path.isdir(runtime_dir(env)):
+        _run_here()  # no server was ever started here: not even the key is worked out
+        return
     key = server_key(env)
     path = socket_path(env, key)
     try:

@@ -1,8 +1,9 @@
 """The order of the hooks' work, and what happens to work that outlives its git command.
 
-A shim waits for opal's part of a hook at most ``hooks.timeout`` seconds; past that the
-work goes on in the background while git carries on (see docs/hooks.md). So the work of
-one hook can still be running when the next git command's hooks start: a commit
+A shim waits for opal's part of a hook at most ``hooks.timeout`` seconds (post-commit's
+and post-rewrite's not at all, by default); past that the work goes on in the
+background while git carries on (see docs/hooks.md). So the work of one hook can still
+be running, or not even started, when the next git command's hooks start: a commit
 amended at once, another commit right after, a push. Each must happen in the order git
 ran them (a post-rewrite moves the link that the post-commit before it writes; a push
 sends the states recorded before it), and each must record what was true when git ran
@@ -19,9 +20,10 @@ from what the job says, so no state is lost. A pre-push job is only ever done by
 own process while its shim waits: a push that was stopped must not happen later,
 behind the user's back; one whose shim is gone is dropped, and said so.
 
-Work that fails in the background, after the shim stopped waiting, goes to
-``hooks/failures`` (one JSON object a line); ``opal hooks status`` shows it and the next
-hook run says so once.
+Work that fails in the background, after the shim stopped waiting (or never waited, as
+post-commit's and post-rewrite's shims by default), goes to ``hooks/failures`` (one JSON
+object a line), which ``opal hooks status`` shows, and its line to ``hooks/unsaid``,
+which the next hook's shim prints, once, before it starts opal.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from .structs import dataclass
 QUEUE_DIR = "hooks"
 JOURNAL = "journal"
 FAILURES = "failures"
+#: Failures nobody has been told of: one line each, said by the next hook run.
+UNSAID = "unsaid"
 #: How long the work of one hook waits, at most, for the hook runs before it and for the
 #: repository lock, before it gives up (and is said to have failed). The git command is
 #: not waiting by then: this only bounds how long a background process lives.
@@ -368,14 +372,37 @@ def patiently(fn: Callable[[], object], patience: float = PATIENCE):
 # ------------------------------------------------------------------ failures in the background
 
 
+#: The failures kept for ``opal hooks status``: the newest, this many.
+_KEEP_FAILURES = 50
+
+
+def unsaid_line(hook: str, message: str) -> str:
+    """How a failure nobody saw is said at the next hook run."""
+    return " ".join(f"opal: an earlier {hook} hook failed in the background: {message}".split())
+
+
 def record_failure(opal_dir: str, hook: str, message: str, *, said: bool) -> None:
-    """Keep a failed hook's one line; ``said``: it already reached the git command's stderr."""
+    """Keep a failed hook's one line; ``said``: it already reached the git command's stderr.
+
+    One not said goes to ``hooks/unsaid`` too, a plain line that the next hook's shim
+    prints and removes before it starts opal (:data:`UNSAID`): a hook whose work runs in
+    the background, as post-commit's does by default, has no stderr anyone reads."""
     directory = queue_dir(opal_dir)
     os.makedirs(directory, exist_ok=True)
     entry = {"time": time.time(), "hook": hook, "message": message, "said": said}
     with _flocked(os.path.join(directory, FAILURES)) as fd:
-        os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, (json.dumps(entry) + "\n").encode())
+        kept = failures(opal_dir)[-(_KEEP_FAILURES - 1):]
+        text = "".join(json.dumps(e) + "\n" for e in [*kept, entry])
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode(), 0)
+    if not said:
+        # O_APPEND of one short line: a shim that takes the file at the same moment gets
+        # it whole or leaves it for the next one.
+        fd = os.open(os.path.join(directory, UNSAID), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, (unsaid_line(hook, message) + "\n").encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
 
 
 def failures(opal_dir: str) -> list[dict]:
@@ -394,21 +421,22 @@ def failures(opal_dir: str) -> list[dict]:
     return out
 
 
-def unsaid_failures(opal_dir: str) -> list[dict]:
-    """Failures no one was told of yet; they count as told from now on."""
-    path = os.path.join(queue_dir(opal_dir), FAILURES)
-    if not os.path.exists(path):
+def unsaid_failures(opal_dir: str) -> list[str]:
+    """The lines of failures no one was told of yet (the shims say them as well); from
+    now on they count as told. Taken as the shim takes them: the file moved aside, read,
+    removed."""
+    path = os.path.join(queue_dir(opal_dir), UNSAID)
+    taken = f"{path}.{os.getpid()}"
+    try:
+        os.rename(path, taken)
+    except FileNotFoundError:
         return []
-    with _flocked(path) as fd:
-        entries = failures(opal_dir)
-        new = [e for e in entries if not e.get("said")]
-        if new:
-            for e in entries:
-                e["said"] = True
-            text = "".join(json.dumps(e) + "\n" for e in entries[-50:])  # keep the newest 50
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, text.encode(), 0)
-    return new
+    try:
+        with open(taken, encoding="utf-8", errors="replace") as fh:
+            return [line for line in fh.read().splitlines() if line.strip()]
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(taken)
 
 
 def clear_failures(opal_dir: str) -> int:

@@ -14,9 +14,10 @@ other repositories is refused unless asked for (:func:`check_folder`); there, a 
 in a repository without opal does nothing.
 
 The shim waits for opal's part at most ``hooks.timeout`` seconds (post-commit,
-post-rewrite: then the work goes on in the background) or ``hooks.pushTimeout``
-(pre-push: then it is stopped); :func:`run_in_turn` and :mod:`hookqueue` keep work
-that outlives its git command in git's order, and lose none of it.
+post-rewrite: 0 unless set, so git does not wait and the work runs in the background)
+or ``hooks.pushTimeout`` (pre-push: then it is stopped); :func:`run_in_turn` and
+:mod:`hookqueue` keep work that outlives its git command in git's order, and lose
+none of it.
 
 What the hooks do (:func:`post_commit`, :func:`post_rewrite`, :func:`pre_push`):
 
@@ -53,12 +54,16 @@ CHAINED_SUFFIX = ".opal-chained"
 #: The folder beside the shims that holds, for a chained hook that is not a shell script,
 #: a link with the hook's own name (``.opal-chained/pre-push -> ../pre-push.opal-chained``).
 CHAINED_DIR = ".opal-chained"
-MARKER = "# opal-hook-shim 2"
+MARKER = "# opal-hook-shim 3"
 _MARKER_PREFIX = "# opal-hook-shim "  # every version of the shim, for status and uninstall
 
 #: How long a git command waits for opal's part of a hook, in seconds (the settings
 #: ``hooks.timeout`` and ``hooks.pushTimeout``, and ``OPAL_HOOK_TIMEOUT`` for all three).
-TIMEOUT_DEFAULT = 2
+#: post-commit and post-rewrite do not wait by default: a Python start alone is more
+#: than the 150 ms a hook may add to ``git commit`` (docs/performance.md, the
+#: ``hooks.git-commit`` row), and the journal keeps their work in git's order however
+#: late it runs. pre-push decides while ``git push`` waits.
+TIMEOUT_DEFAULT = 0
 PUSH_TIMEOUT_DEFAULT = 60
 
 _SHIM = """#!/bin/sh
@@ -137,15 +142,21 @@ fi
 # its work may run later, and in another process (see opalgit/hookqueue.py).
 queue="$opal_dir/hooks"
 [ -d "$queue" ] || mkdir "$queue" 2>/dev/null
+# What failed in the background since the last hook run, said once, here.
+if [ -s "$queue/unsaid" ] && mv -f "$queue/unsaid" "$queue/unsaid.$$" 2>/dev/null; then
+    while IFS= read -r line; do printf '%s\\n' "$line" >&2; done <"$queue/unsaid.$$"
+    rm -f "$queue/unsaid.$$"
+fi
 {save_input}
 printf '%s %s %s %s %s\\n' "$$" "$hook" "$code" "$kind" "$git_dir" 2>/dev/null >>"$queue/journal"
 export OPAL_HOOK_SHIM=$$
 timeout=${{OPAL_HOOK_TIMEOUT:-$(git config -f "$opal_dir/config" --get hooks.{key} 2>/dev/null)}}
 case $timeout in ''|*[!0-9.]*|.*|*.*.*) timeout={default} ;; esac
-
-# opal runs beside this script, its output in a file, while a watchdog counts down.
+# opal's output goes to a file: while it exists, the shim waits and shows it.
 out="$opal_dir/hook-output.$$"
 export OPAL_HOOK_OUTPUT="$out"
+{detach}
+# opal runs beside this script, while a watchdog counts down.
 timed_out=
 watchdog=
 trap 'rm -f "$out"; [ -z "$watchdog" ] || kill $watchdog 2>/dev/null' EXIT
@@ -187,6 +198,21 @@ _RUN_CHAINED = 'run_chained "$@"'
 _RUN_OPAL_STDIN = "printf '%s' \"$input\" | \"$@\" >/dev/null 2>\"$out\" &"
 _RUN_OPAL = '"$@" >/dev/null 2>"$out" </dev/null &'
 
+# hooks.timeout 0 (the default of post-commit and post-rewrite): git does not wait at
+# all. opal runs in the background, its signals from the terminal ignored (git's process
+# group may still be the terminal's foreground); if it dies before it could keep its own
+# failure (a broken installation), its last line is kept for the next hook run to say.
+_DETACH = """case $timeout in *[1-9]*) ;; *)
+    trap '' INT QUIT HUP
+    (
+        {run} >/dev/null 2>"$out.bg"
+        [ $? -eq 0 ] || printf 'opal: an earlier %s hook failed in the background: %s\\n' "$hook" \\
+            "$(tail -n 1 "$out.bg" 2>/dev/null)" >>"$queue/unsaid" 2>/dev/null
+        rm -f "$out.bg"
+    ) >/dev/null 2>&1 </dev/null &
+    exit $status ;;
+esac"""
+
 _GIVE_UP_DETACH = (
     'echo "opal: $hook hook still working after $timeout s, so it goes on in the background'
     " (pid $pid) and git is not held up; 'opal hooks status' says if it fails\" >&2"
@@ -198,8 +224,8 @@ _GIVE_UP_STOP = (
 )
 
 _AFTER = {
-    "post-commit": "after that its work goes on in the background, in order with the other hooks' work.",
-    "post-rewrite": "after that its work goes on in the background, in order with the other hooks' work.",
+    "post-commit": "0: git does not wait. Its work goes on in the background, in order with the others'.",
+    "post-rewrite": "0: git does not wait. Its work goes on in the background, in order with the others'.",
     "pre-push": "after that it is stopped, and says so: a push is never made later, in the background.",
 }
 
@@ -244,6 +270,7 @@ def render_shim(name: str, python: str | None = None) -> str:
         save_input="printf '%s' \"$input\" 2>/dev/null >\"$queue/input.$$\"" if stdin else "",
         run_opal=_RUN_OPAL_STDIN if stdin else _RUN_OPAL,
         give_up=_GIVE_UP_STOP if push else _GIVE_UP_DETACH,
+        detach="" if push else _DETACH.format(run=f"printf '%s' \"$input\" | \"$@\"" if stdin else '"$@" </dev/null'),
     ).replace("\n\n\n", "\n\n")
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 
-import pygit2
-
 from . import codec, oplog, sequence
 from .argv import command
 from .errors import ConflictError, NothingToDoError, RevisionError, UsageError
@@ -105,6 +103,10 @@ def in_progress(repo: Repository) -> dict | None:
 
 
 def _merge_base(repo: Repository, a: bytes, b: bytes) -> bytes | None:
+    # Imported here: 'opal status' imports this module for in_progress, and pygit2 (with
+    # ssl) was a third of its time, over 3x 'opal --version' (docs/performance.md).
+    import pygit2
+
     base = repo.git.merge_base(pygit2.Oid(raw=a), pygit2.Oid(raw=b))
     return base.raw if base is not None else None
 

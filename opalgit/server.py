@@ -21,7 +21,8 @@ It ends when its client does, even one killed with SIGKILL (:func:`_watch_client
 It stops by itself: after ``idle`` seconds without a command, when another server
 has taken its socket, when the socket is removed, and before serving a command with
 code that changed on disk since it loaded it (it refuses that command, which then runs
-in the client's own process, and exits; the next command starts a fresh server).
+in the client's own process, and exits; with ``OPAL_SERVER=auto`` that client starts a
+fresh server, otherwise commands run in their own process until one is started).
 """
 
 from __future__ import annotations
@@ -262,6 +263,11 @@ def _child(conn: socket.socket, key: str, info: dict) -> None:
             os._exit(0)
         if request.get("op") != "run":
             _reply(conn, client.REFUSED, 3)
+            os._exit(0)
+        if client.COMPLETE_VAR in (request.get("env") or {}):
+            # Shell completion answers the client's own shell: the client runs it (a
+            # client of this version never sends it; an older one might).
+            _reply(conn, client.REFUSED, 4)
             os._exit(0)
         _become(request)
         try:

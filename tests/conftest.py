@@ -27,12 +27,13 @@ def _hermetic_env() -> None:
     for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GIT_DIR", "GIT_WORK_TREE", "NO_COLOR"):
         os.environ.pop(var, None)
     os.environ["OPAL_NO_PAGER"] = "1"
-    # Commands run in their own process: no test leaves a command server behind.
-    # tests/test_server.py turns it on, in a runtime folder of its own, and stops it.
-    os.environ["OPAL_SERVER"] = "off"
-    # git waits for opal's hooks at most hooks.timeout (2 s), then their work goes on in
-    # the background: on a busy machine a test that reads what a hook said would depend
-    # on the clock. Tests of that bound set OPAL_HOOK_TIMEOUT themselves.
+    # No server setting, as a user has it: commands run in their own process and start
+    # no command server (opt-in). tests/test_server.py starts one explicitly, in a
+    # runtime folder of its own, and stops it.
+    os.environ.pop("OPAL_SERVER", None)
+    # git does not wait for opal's post-commit and post-rewrite hooks by default; the
+    # tests that read what a hook said make it wait (for as long as the work takes, on a
+    # busy machine). Tests of the default and of the bound set OPAL_HOOK_TIMEOUT themselves.
     os.environ["OPAL_HOOK_TIMEOUT"] = "300"
     with open(os.environ["GIT_CONFIG_GLOBAL"], "w") as fh:
         fh.write("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n")

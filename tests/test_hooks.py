@@ -302,9 +302,11 @@ class HeldLock:
 
 
 def drained(repo, rounds=1200):
-    """Wait (bounded: at most 1200 polls of 50 ms) until no hook work is left to do."""
+    """Wait (bounded: at most 1200 polls of 50 ms) until no hook work is left to do and
+    every hook's process has ended (its output file goes when it does)."""
     for _ in range(rounds):
-        if not hookqueue.pending(repo.opal_dir):
+        if not hookqueue.pending(repo.opal_dir) and not [
+                n for n in os.listdir(repo.opal_dir) if n.startswith("hook-output.")]:
             return True
         time.sleep(0.05)
     return False
@@ -344,24 +346,53 @@ def test_a_held_lock_does_not_hold_git_commit(repo, project, home):
     assert not [n for n in os.listdir(repo.opal_dir) if n.startswith("hook-output.")]  # the shim left nothing
 
 
-def test_detached_work_then_amend_and_another_commit_at_once(repo, project, home):
-    """No state is lost when the hooks' work is detached and git goes on at once: each
-    code commit is linked to the state of its moment, in order."""
+#: No OPAL_HOOK_TIMEOUT: the shims' own default (git does not wait for post-commit and
+#: post-rewrite), as a user has it. conftest sets a long one for every other test.
+DEFAULT = {"OPAL_HOOK_TIMEOUT": ""}
+
+
+def test_by_default_git_commit_returns_before_the_hooks_work(repo, project, home):
+    """The default: git commit does not wait for opal at all (nothing said, no pipe of
+    git's held open: capture_output returns while the work waits for the lock), and
+    the work is done in the background once the lock is free."""
     hooks.install(repo, os.environ, PY)
-    path = place(home, project, lines=10)
-    env = {"OPAL_HOOK_TIMEOUT": "0"}  # every hook goes to the background at once
+    place(home, project, lines=12)
     held = HeldLock(repo)
     try:
-        a, err = commit_env(project, "one", env=env)
-        assert "goes on in the background" in err
+        sha, err = commit_env(project, "while locked", env=DEFAULT)
+        assert err == ""
+        assert [j.hook for j in hookqueue.pending(repo.opal_dir)] == ["post-commit"]
+        assert links.get_link(fresh(repo), bytes.fromhex(sha)) is None  # not yet: the lock is held
+    finally:
+        held.release()
+    assert drained(repo)
+    assert links.get_link(fresh(repo), bytes.fromhex(sha)) is not None
+    assert hookqueue.failures(repo.opal_dir) == []
+    assert not [n for n in os.listdir(repo.opal_dir) if n.startswith("hook-output.")]  # nothing left behind
+
+
+def test_detached_work_then_amend_and_another_commit_at_once(repo, project, home):
+    """No state is lost when the hooks' work is detached and git goes on at once (the
+    default), the lock contended: each code commit is linked to the state of its
+    moment, in order."""
+    hooks.install(repo, os.environ, PY)
+    path = place(home, project, lines=10)
+    held = HeldLock(repo)
+    try:
+        a, err = commit_env(project, "one", env=DEFAULT)
+        assert err == ""
         grow(path, start=10, end=20)
-        b, _ = commit_env(project, "two", env=env)
-        b2, err = commit_env(project, "two, amended", "--amend", env=env)
-        c, _ = commit_env(project, "three", env=env)
+        b, _ = commit_env(project, "two", env=DEFAULT)
+        b2, err = commit_env(project, "two, amended", "--amend", env=DEFAULT)
+        c, _ = commit_env(project, "three", env=DEFAULT)
         assert len(hookqueue.pending(repo.opal_dir)) == 5  # 3 post-commits, the amend's post-commit and post-rewrite
     finally:
         held.release()
     assert drained(repo)
+    _all_linked_in_order(repo, project, a, b, b2, c, items=20)
+
+
+def _all_linked_in_order(repo, project, a, b, b2, c, items):
     r = fresh(repo)
     assert hookqueue.failures(repo.opal_dir) == []
     for code in (a, b, b2, c):
@@ -369,10 +400,121 @@ def test_detached_work_then_amend_and_another_commit_at_once(repo, project, home
     # The work ran after the session had grown: every turn is in the state, and each
     # state names the code commit it was recorded for, not whatever HEAD was later.
     head = porcelain.branch_head(r, "main")
-    assert porcelain.load_state(r, head).header.items == 20
+    assert porcelain.load_state(r, head).header.items == items
     assert links.trailer_code(porcelain.load_state(r, links.state_at(r, a)).commit.message) == bytes.fromhex(a)
+    assert links.state_at(r, b2) == links.state_at(r, b)
     assert links.state_at(r, c) == head
     assert git("fsck", "--strict", cwd=str(project)).returncode == 0
+
+
+def gated_python(tmp_path):
+    """An opal whose every start waits for a gate file (bounded: 60 s): a busy machine
+    that starts the hooks' processes late, after the next git commands, then all at once."""
+    gate = tmp_path / "gate"
+    fake = tmp_path / "gated-python"
+    fake.write_text(f"#!/bin/sh\nn=0\nwhile [ ! -e '{gate}' ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\n"
+                    f"exec '{PY}' \"$@\"\n")
+    fake.chmod(0o755)
+    return str(fake), gate
+
+
+def test_background_work_that_starts_late_and_all_at_once_loses_nothing(repo, project, home, tmp_path):
+    """The machine is busy: no hook's process starts before the commits, the amend and
+    the commit after it are all made; then they start together, in any order."""
+    python, gate = gated_python(tmp_path)
+    hooks.install(repo, os.environ, python)
+    path = place(home, project, lines=10)
+    a, _ = commit_env(project, "one", env=DEFAULT)
+    grow(path, start=10, end=20)
+    b, _ = commit_env(project, "two", env=DEFAULT)
+    b2, _ = commit_env(project, "two, amended", "--amend", env=DEFAULT)
+    c, err = commit_env(project, "three", env=DEFAULT)
+    assert err == ""
+    assert links.get_link(fresh(repo), bytes.fromhex(a)) is None  # nothing ran yet
+    gate.write_text("")
+    assert drained(repo)
+    _all_linked_in_order(repo, project, a, b, b2, c, items=20)
+
+
+def test_a_rebase_right_after_commits_whose_work_waits(repo, project, home):
+    """Commits, then at once a rebase of them, all while the lock is held: the
+    post-rewrite runs after the post-commits it follows, so the links move."""
+    hooks.install(repo, os.environ, PY)
+    path = place(home, project, lines=10)
+    held = HeldLock(repo)
+    try:
+        git("checkout", "-q", "-b", "side", cwd=str(project))
+        with open(os.path.join(str(project), "side.txt"), "w") as fh:
+            fh.write("side work\n")
+        git("add", "side.txt", cwd=str(project))
+        subprocess.run(["git", "commit", "-q", "-m", "side work"], cwd=str(project), check=True,
+                       env={**os.environ, **DEFAULT}, timeout=120)
+        git("checkout", "-q", "main", cwd=str(project))
+        first, _ = commit_env(project, "one", env=DEFAULT)
+        grow(path, start=10, end=20)
+        second, _ = commit_env(project, "two", env=DEFAULT)
+        r_ = subprocess.run(["git", "rebase", "-q", "side"], cwd=str(project), capture_output=True, text=True,
+                            env={**os.environ, **DEFAULT}, timeout=120)
+        assert r_.returncode == 0 and r_.stderr == "", r_.stderr
+    finally:
+        held.release()
+    assert drained(repo)
+    r = fresh(repo)
+    assert hookqueue.failures(repo.opal_dir) == []
+    # Each post-commit recorded the session as it was when its work ran (both after the
+    # session grew); the rebased commits have the links of the ones they replace.
+    s1, s2 = links.state_at(r, first), links.state_at(r, second)
+    new_first, new_second = (git("rev-parse", rev, cwd=str(project)).stdout.strip() for rev in ("HEAD~1", "HEAD"))
+    assert {new_first, new_second}.isdisjoint({first, second})
+    assert r.refs.get(f"refs/opal/links/{new_first}") == s1 and r.refs.get(f"refs/opal/links/{new_second}") == s2
+    assert porcelain.load_state(r, s2).header.items == 20
+
+
+def test_a_failure_in_the_background_is_said_by_the_next_commit_by_default(repo, project, home, tmp_path):
+    """Nobody reads the stderr of work that git did not wait for: its failure is said by
+    the next hook's shim, once; so is the last line of an opal that died before it
+    could keep it (a broken installation)."""
+    hooks.install(repo, os.environ, PY)
+    place(home, project, lines=10)
+    config = os.path.join(repo.opal_dir, "config")
+    good = open(config, "rb").read()
+    with open(config, "w") as fh:
+        fh.write("[core\n\tformat = = =\n[[[\n")
+    _, err = commit_env(project, "one", env=DEFAULT)
+    assert err == ""
+    assert _wait_for(lambda: hookqueue.failures(repo.opal_dir))
+    with open(config, "wb") as fh:
+        fh.write(good)
+    _, err = commit_env(project, "two", env=DEFAULT)
+    line = one_warning(err)
+    assert line.startswith("opal: an earlier post-commit hook failed in the background: opal: post-commit hook "), err
+    assert "config" in line
+    assert drained(repo)
+    _, err = commit_env(project, "three", env=DEFAULT)
+    assert err == ""  # said once
+
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho 'ImportError: no pygit2' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    hooks.install(repo, os.environ, str(broken))
+    assert drained(repo)
+    _, err = commit_env(project, "broken", env=DEFAULT)
+    assert err == ""
+    unsaid = os.path.join(hookqueue.queue_dir(repo.opal_dir), hookqueue.UNSAID)
+    assert _wait_for(lambda: os.path.exists(unsaid))
+    hooks.install(repo, os.environ, PY)
+    _, err = commit_env(project, "fixed", env=DEFAULT)
+    assert one_warning(err) == "opal: an earlier post-commit hook failed in the background: ImportError: no pygit2"
+    assert drained(repo)  # and the broken run's work was done by the next one
+    assert links.get_link(fresh(repo), bytes.fromhex(git("rev-parse", "HEAD~1", cwd=str(project)).stdout.strip()))
+
+
+def _wait_for(predicate, rounds=1200):
+    for _ in range(rounds):  # bounded: at most 1200 polls of 50 ms
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_work_of_a_killed_background_hook_is_done_by_the_next_one(repo, project, home):

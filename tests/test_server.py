@@ -29,13 +29,16 @@ pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs Un
 
 
 class Served:
-    """``opal`` with the command server on, in a runtime folder of its own."""
+    """``opal`` as a user has it (no OPAL_SERVER setting: a running server is used, none
+    is started), in a runtime folder of its own; a test starts the server explicitly
+    (:meth:`start`), or sets ``OPAL_SERVER=auto`` (:data:`AUTO`)."""
 
     def __init__(self, tmp_path) -> None:
         self.runtime = tmp_path / "run"
         self.runtime.mkdir(mode=0o700)
-        self.env = dict(os.environ, OPAL_SERVER="auto", XDG_RUNTIME_DIR=str(self.runtime), OPAL_SERVER_IDLE="120")
-        self.env.pop("CI", None)
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=str(self.runtime), OPAL_SERVER_IDLE="120")
+        for var in ("OPAL_SERVER", "CI"):
+            self.env.pop(var, None)
 
     @property
     def folder(self) -> str:
@@ -151,6 +154,10 @@ def project(tmp_path, served):
     return work
 
 
+#: The setting with which a command starts a server when none runs.
+AUTO = {"OPAL_SERVER": "auto"}
+
+
 def _off(served: Served, *args: str, cwd=None) -> subprocess.CompletedProcess:
     return served.opal(*args, cwd=cwd, env={"OPAL_SERVER": "off"})
 
@@ -204,7 +211,7 @@ def test_exit_codes_and_errors_come_back(served, project):
 
 def test_umask_is_the_clients(served, project, tmp_path):
     served.start()
-    for name, mode in (("served", "auto"), ("own", "off")):
+    for name, mode in (("served", ""), ("own", "off")):
         work = tmp_path / name
         subprocess.run(["git", "init", "-q", str(work)], check=True)
         r = subprocess.run([sys.executable, "-m", "opalgit", "init"], cwd=work, env={**served.env, "OPAL_SERVER": mode},
@@ -375,9 +382,9 @@ def test_many_commands_at_once(served, project):
 # --------------------------------------------------------------------------- lifecycle
 
 
-def test_first_command_starts_a_server_in_the_background(served, project):
+def test_with_auto_the_first_command_starts_a_server_in_the_background(served, project):
     assert served.info() is None
-    r = served.opal("--version")
+    r = served.opal("--version", env=AUTO)
     assert r.returncode == 0 and r.stdout.startswith("opal ")
     assert _wait(lambda: served.info() is not None), open(glob.glob(os.path.join(served.folder, "*.log"))[0]).read()
     st = os.stat(served.folder)
@@ -399,7 +406,7 @@ def _servers_at(path: str) -> list[int]:
 
 
 def test_a_burst_of_first_commands_starts_one_server(served, project):
-    procs = [served.popen("--version") for _ in range(5)]
+    procs = [served.popen("--version", env=AUTO) for _ in range(5)]
     assert all(p.communicate(timeout=60)[0].startswith("opal ") for p in procs)
     assert _wait(lambda: served.info() is not None)
     time.sleep(0.5)
@@ -408,18 +415,87 @@ def test_a_burst_of_first_commands_starts_one_server(served, project):
     assert not os.path.exists(path + ".starting")
 
 
-def test_off_and_ci(served, project):
-    r = served.opal("--version", env={"OPAL_SERVER": "off"})
-    assert r.returncode == 0
-    assert not os.path.exists(served.folder)  # nothing started, nothing made
-    r = served.opal("--version", env={"CI": "true"})
-    assert r.returncode == 0
+def test_default_off_and_ci(served, project):
+    for env in ({}, {"OPAL_SERVER": "off"}, {"CI": "true"}, {"CI": "true", **AUTO}):
+        for args in (["--version"], ["init"], ["status"]):
+            r = served.opal(*args, cwd=project, env=env)
+            assert r.returncode == 0, (env, args, r.stderr)
     time.sleep(0.3)
-    assert served.info() is None  # on CI a command starts no server...
+    assert not os.path.exists(served.folder)  # nothing started, nothing made
     served.start()
     before = served.served()
-    assert served.opal("--version", env={"CI": "true"}).returncode == 0
-    assert served.served() - before == 2  # ... but uses one that runs
+    for env in ({}, {"CI": "true"}, {"CI": "true", **AUTO}):
+        assert served.opal("--version", env=env).returncode == 0
+    assert served.served() - before == 3 + 1  # a running server is used, by default too...
+    assert served.opal("--version", env={"OPAL_SERVER": "off"}).returncode == 0
+    assert served.served() - before == 3 + 2  # ... but not with OPAL_SERVER=off
+
+
+def test_with_a_clean_home_and_no_setting_a_command_leaves_no_server_behind(tmp_path):
+    """As a user who never asked for a server has opal: commands that read and write,
+    a hook, and nothing left running, no socket, no runtime folder."""
+    home, runtime, work = tmp_path / "home", tmp_path / "run", tmp_path / "work"
+    home.mkdir()
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPAL_SERVER", "CI", "OPAL_HOOK_TIMEOUT")}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime))
+    env.pop("XDG_CONFIG_HOME", None)
+    subprocess.run(["git", "init", "-q", str(work)], check=True, env=env)
+    folder = home / ".claude" / "projects" / project_key(str(work))
+    folder.mkdir(parents=True)
+    shutil.copyfile(SESSION, folder / os.path.basename(SESSION))
+
+    def run(*args, **kw):
+        return subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, **kw)
+
+    for args in (["--version"], ["init"], ["commit", "-m", "one"], ["log"], ["status"], ["show", "HEAD"],
+                 ["branch"], ["hooks", "install"], ["server", "status"]):
+        r = run(sys.executable, "-m", "opalgit", *args)
+        assert r.returncode == 0, (args, r.stderr)
+    (work / "a.txt").write_text("a\n")
+    run("git", "add", "a.txt", check=True)
+    assert run("git", "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "code").returncode == 0
+    assert _wait(lambda: not glob.glob(str(work / ".git" / "opal" / "hooks" / "*.json"))
+                 and not glob.glob(str(work / ".git" / "opal" / "hook-output.*")), 60)
+    assert os.listdir(runtime) == []  # no socket, not even the folder for one
+    assert not [p for p in _opal_processes() if str(runtime).encode() in p[1]]
+
+
+def _opal_processes() -> list[tuple[int, bytes]]:
+    """Every live process running opal's server, with its environment."""
+    out = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        pid = int(cmdline.split("/")[2])
+        try:
+            args = open(cmdline, "rb").read()
+            environ = open(f"/proc/{pid}/environ", "rb").read()
+        except OSError:
+            continue
+        if b"opalgit.server" in args and _alive(pid):
+            out.append((pid, environ))
+    return out
+
+
+def test_shell_completion_runs_in_its_own_process_even_with_a_server(served, project):
+    served.start()
+    before = served.served()
+    r = served.opal(env={"_OPAL_COMPLETE": "bash_complete", "COMP_WORDS": "opal lo", "COMP_CWORD": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "plain,log" in r.stdout.replace("\n", ",")
+    assert served.served() - before == 1  # only the info request: completion never reached it
+
+
+def test_a_stopped_server_is_passed_over_and_none_started_without_auto(served, project):
+    old = _stopped_server(served)
+    try:
+        r = served.opal("init", cwd=project, env={"OPAL_SERVER_WAIT": "600"}, timeout=60)
+        assert r.returncode == 0 and r.stderr.endswith("this command runs in its own process\n"), r.stderr
+        time.sleep(0.5)
+        path = client.socket_path(served.env, client.server_key(served.env))
+        assert _servers_at(path) == [old]  # no new one
+    finally:
+        _resume_and_end(old)
 
 
 def test_a_folder_others_can_enter_is_not_used(served, project):
@@ -475,7 +551,12 @@ def test_changed_code_is_never_run_by_an_old_server(served, project, tmp_path):
     r = served.opal("--version", env=env, cwd=tmp_path)
     assert r.stdout.strip() == "opal 0.1.0+changed"  # run by the client, not the old server
     assert _wait_gone(old, 10)  # which refused it and stopped
-    # ... and the command started a fresh server, which runs the new code.
+    # No setting: the next commands run in their own process, the new code, and start none.
+    assert served.opal("--version", env=env, cwd=tmp_path).stdout.strip() == "opal 0.1.0+changed"
+    time.sleep(0.3)
+    assert served.info(env, package) is None
+    # With OPAL_SERVER=auto a command starts a fresh server, which runs the new code.
+    assert served.opal("--version", env={**env, **AUTO}, cwd=tmp_path).returncode == 0
     assert _wait(lambda: served.info(env, package) is not None)
     assert served.info(env, package)["pid"] != old
     assert served.opal("--version", env=env, cwd=tmp_path).stdout.strip() == "opal 0.1.0+changed"
@@ -571,7 +652,7 @@ def test_key_follows_the_interpreters_options():
 
 
 def test_a_server_runs_with_the_clients_options(served, project):
-    r = subprocess.run([sys.executable, "-O", "-m", "opalgit", "--version"], env=served.env, capture_output=True,
+    r = subprocess.run([sys.executable, "-O", "-m", "opalgit", "--version"], env={**served.env, **AUTO}, capture_output=True,
                        text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert r.returncode == 0
     code = ("import sys, time; from opalgit import client; k = client.server_key(dict(__import__('os').environ)); "
@@ -670,7 +751,7 @@ def test_a_stopped_server_is_passed_over_and_replaced(served, project):
     old = _stopped_server(served)
     try:
         # However long the client would wait, a stopped server is seen as such.
-        r = served.opal("init", cwd=project, env={"OPAL_SERVER_WAIT": "600"}, timeout=60)
+        r = served.opal("init", cwd=project, env={"OPAL_SERVER_WAIT": "600", **AUTO}, timeout=60)
         assert r.returncode == 0, r.stderr
         assert r.stderr.splitlines() == [f"opal: the command server {old} is stopped (kill -CONT {old} resumes it); "
                                          "this command runs in its own process"]

@@ -131,6 +131,17 @@ def test_log_imports_only_its_own_command_module_and_no_adapter(recorded):
     assert not [m for m in mods if m.startswith("opalgit.adapters.") and m != "opalgit.adapters.base"], mods
 
 
+def test_read_commands_do_not_import_pygit2(recorded):
+    """log, status, show and branch read opal's own files: pygit2 (and the ssl it
+    brings) would be a third of 'opal status', over 3x 'opal --version' on the bench's
+    100,000-turn history (docs/performance.md, the read.status row)."""
+    project, env = recorded
+    for args in (["log", "-n", "20"], ["status"], ["show", "main:1"], ["branch"]):
+        rc, mods = loaded_after(args, project, env)
+        assert rc == 0, args
+        assert not [m for m in mods if m.startswith(("pygit2", "ssl"))], (args, mods)
+
+
 def test_help_lists_every_command_as_before(tmp_path):
     r = opal("--help", cwd=tmp_path)
     assert r.returncode == 0
@@ -293,3 +304,28 @@ def test_the_program_exits_with_the_command_code_and_all_its_output(recorded, tm
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("opal")
     assert marker.read_text() == "done"
+
+
+def test_the_default_path_looks_for_no_command_server(tmp_path):
+    """With no server setting and none ever started (no socket folder), the `opal`
+    program runs the command in its own process without working out a server's key or
+    socket (no zlib for its checksum, no /proc reads for its process context), and
+    makes no folder for one: the command server is opt-in (docs/server.md)."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPAL_SERVER", "CI")}
+    env.update(XDG_RUNTIME_DIR=str(runtime), PYTHONPATH=ROOT)
+    code = """
+        import sys
+        sys.argv = ["opal", "--version"]
+        from opalgit import client, serverkey
+        try:
+            client.main()
+        except SystemExit:
+            pass
+        print(client.mode(), "zlib" in sys.modules, sorted(serverkey._PROC))
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"opal {__import__('opalgit').__version__}", "use False ['status']"]
+    assert os.listdir(runtime) == []
