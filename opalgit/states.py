@@ -187,7 +187,10 @@ def normals_of(turns: list[Turn]) -> list[Normal]:
 def _replays(agent: str) -> bool:
     from .adapters.base import Adapter
 
-    return type(adapters.get(agent)).normalize_many is not Adapter.normalize_many
+    kind = type(adapters.get(agent))
+    if kind.replays is not None:
+        return kind.replays
+    return kind.normalize_many is not Adapter.normalize_many
 
 
 def normal_of(repo: Repository, item: Item) -> Normal:

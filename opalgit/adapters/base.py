@@ -151,6 +151,11 @@ class Adapter:
     name: str = ""
     #: Human name, used in messages.
     title: str = ""
+    #: Whether one record's meaning depends on the records before it (a mutation log,
+    #: such as Gemini's ``$set``/``$rewindTo`` lines), so that showing one turn means
+    #: replaying the state. None: assume so when the adapter overrides
+    #: :meth:`normalize_many` (the safe guess for a third-party adapter).
+    replays: bool | None = None
 
     # -- discovery ----------------------------------------------------------------
 

@@ -417,6 +417,7 @@ class GeminiAdapter(Adapter):
 
     name = "gemini"
     title = "Gemini CLI"
+    replays = True  # $set / $rewindTo lines change what earlier lines mean
 
     # -- discovery ----------------------------------------------------------------
 

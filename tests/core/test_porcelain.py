@@ -363,3 +363,33 @@ def test_log_never_shows_a_parent_before_its_children(repo, project, home, env):
         for p in info.parents:
             assert position[p] > position[info.oid]
     assert len(infos) == len(set(position)) == 4
+
+
+def test_show_of_a_claude_turn_reads_one_record_and_says_what_a_replay_says(repo, project, home, env, monkeypatch):
+    # A real 1.0.95 session with a continuation copy (a repeated uuid, bookkeeping on
+    # replay): showing a turn alone must give what the whole replay gives, without
+    # decoding every record of the state (that made 'opal show main:N' 37 s at 100k turns).
+    from opalgit import states
+
+    place(home, project, source=os.path.join(FIXTURES, "claude", "real", "vibecodingtracker", "claude_code.jsonl"))
+    oid = porcelain.commit(repo, env, str(project), message="real").oid
+    st = states.load_state(repo, oid)
+    replayed = states.normals_of([states.turn_of(repo, si.item)
+                                  for si in states.sequence.iter_items(repo.store, st.root)])
+    calls = []
+    real_turn_of = porcelain.turn_of
+    monkeypatch.setattr(porcelain, "turn_of", lambda r, item: calls.append(1) or real_turn_of(r, item))
+    copies = 0
+    for n in range(1, st.header.turns + 1):
+        calls.clear()
+        shown = porcelain.show_turn(repo, oid, n)
+        assert len(calls) == 1, f"turn {n} decoded {len(calls)} records"
+        want = replayed[shown.index]
+        if want.label == "continuation-copy":
+            # Numbered as a turn by its stored summary (as 'opal log --turns' lists it),
+            # so shown as the record it is, not as the bookkeeping a replay calls it.
+            assert (shown.normal.role, shown.normal.blocks) == ("tool", want.blocks), n
+            copies += 1
+        else:
+            assert shown.normal == want, n
+    assert copies == 1
