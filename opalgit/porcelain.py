@@ -939,6 +939,8 @@ def undo(repo: Repository, op_id: str | None = None, *, force: bool = False) -> 
         target = oplog.resolve(repo, op_id) if op_id else oplog.undo_target(repo)
         if target.command == "init":
             raise UsageError("the initialization cannot be undone", hint="remove refs/opal/ by hand if you must")
+        if target.command in ("gc", "expired"):
+            raise UsageError("'opal gc' cannot be undone: what it expired is gone", hint="see 'opal op log'")
         return oplog.undo(repo, target, force=force)
 
 
