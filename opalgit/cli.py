@@ -118,10 +118,13 @@ class Ctx:
         else:
             click.echo(text, color=self.color)
 
-    def json(self, value: Any) -> None:
+    def json(self, value: dict) -> None:
+        """Print a --json output: one object, ``version`` first (docs/json.md)."""
         import json
 
-        click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
+        from .jsonout import envelope
+
+        click.echo(json.dumps(envelope(value), indent=2, ensure_ascii=False, default=_json_default))
 
     def note(self, text: str) -> None:
         click.echo(self.style("note: ", fg="yellow") + text, err=True, color=self.color)

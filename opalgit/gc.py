@@ -24,6 +24,7 @@ import time
 
 from . import codec, gitcmd, oplog, packfile
 from .errors import OpalError, UsageError
+from .jsonout import iso_seconds
 from .refs import OPLOG_REF, NAMESPACE
 from .repo import Repository
 from .structs import dataclass, field
@@ -92,7 +93,7 @@ def git_date(cutoff: float | None, now: float) -> str:
 
 
 def iso(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    return iso_seconds(seconds) or ""
 
 
 @dataclass
@@ -142,7 +143,7 @@ class GcResult:
     def to_json(self) -> dict:
         return {
             "expire": self.expire,
-            "expired_before": iso(self.cutoff) if self.cutoff is not None else None,
+            "expired_before": iso_seconds(self.cutoff),
             "prune": self.prune,
             "operations_expired": self.expired,
             "operations_kept": self.kept,

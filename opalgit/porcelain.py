@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
 from .argv import command
+from .jsonout import iso_ms, iso_seconds
 from .adapters.base import ReadResult, Record, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -593,7 +594,7 @@ class CommitInfo:
             "parents": [p.hex() for p in self.parents],
             "message": self.message.rstrip("\n"),
             "author": self.author,
-            "time": self.time,
+            "time": iso_seconds(self.time),
             "branches": self.branches,
             "agent": h.session.agent if h.session else None,
             "session": h.session.to_map() if h.session else None,
@@ -689,7 +690,7 @@ class TurnInfo:
             "tool": s.get("tool"),
             "chars": s.get("chars", 0),
             "tokens_estimate": _tokens(int(s.get("chars", 0))),
-            "time": s.get("time"),
+            "time": iso_ms(s.get("time")),
             **({"label": s["label"]} if "label" in s else {}),
         }
 
@@ -728,7 +729,7 @@ class ShownTurn:
             "id": self.id.hex(),
             "agent": self.agent,
             "role": self.normal.role,
-            "time": self.normal.time,
+            "time": iso_ms(self.normal.time),
             "blocks": self.normal.blocks,
             "source": self.record,
         }
@@ -974,7 +975,7 @@ class SessionStatus:
             "agent": self.agent,
             "id": self.id,
             "path": self.path,
-            "modified": int(self.mtime),
+            "modified": iso_seconds(self.mtime),
             "tracked": self.tracked,
             "size": self.size,
             "committed_bytes": self.committed_bytes,
