@@ -216,12 +216,17 @@ def gc(
             op for i, op in enumerate(ops)
             if (barrier is None or i < barrier) and (limit_ms is None or op.time >= limit_ms)
         ]
+        kept_ids = {op.oid for op in keep}
+        if all(op.command in ("gc", "expired") for op in ops if op.oid not in kept_ids):
+            keep = ops  # only the records of earlier gcs: writing the log again would gain nothing
         res.kept = len(keep)
         res.expired = len(ops) - len(keep)
         if dry_run:
             return res
         if res.expired:
-            res.op = _rewrite(repo, ops, keep, limit_ms if limit_ms is not None else 0)
+            kept_ids = {op.oid for op in keep}
+            expired_times = [op.time for op in ops if op.oid not in kept_ids]
+            res.op = _rewrite(repo, ops, keep, max(limit_ms or 0, max(expired_times) + 1))
     _run_git_gc(repo, git_date(prune_cutoff, now))
     res.after = count_objects(repo.store.objects_dir)
     return res
@@ -240,6 +245,7 @@ def _rewrite(repo: Repository, ops: list[oplog.Operation], keep: list[oplog.Oper
     # states it keeps: the oldest kept operation needs an operation below it. A root
     # that says where the expired ones were (it is expired by the next gc in turn).
     root = oplog.new(repo, "expired", "older operations expired by opal gc", {})
+    root.time = before_ms - 1  # as old as the newest it stands for: the next gc expires it in turn
     root_blob = store.write_blob(codec.frame(root.encode(), limit=codec.MAX_HEADER_SIZE))
     prev: bytes = store.write_commit(store.write_tree([(oplog.OP_BLOB, False, root_blob)]), [], author, committer,
                                      f"opal expired: {root.description}\n")

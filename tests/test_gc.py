@@ -292,3 +292,17 @@ def test_purge_of_named_branches_only_and_a_dry_run(repo, project, home):
     assert redaction.scan_states(repo, [porcelain.branch_head(repo, "other")]).leaks
     with pytest.raises(RevisionError):
         redaction.purge(repo, ["nope"], literals=[LITERAL])
+
+
+def test_a_gc_with_nothing_new_to_expire_writes_nothing(repo, project, home):
+    _deleted, _x, rewind = _history(repo, project, home)
+    later = rewind.time / 1000 + 3600
+    first = gc.gc(repo, "1.hour.ago", "now", now=later)
+    head = repo.refs.get(OPLOG_REF)
+    again = gc.gc(repo, "1.hour.ago", "now", now=later + 86400 * 365)
+    assert first.expired > 0 and again.op is not None  # the rewind is old now too
+    assert [o.command for o in oplog.log(repo)] == ["gc", "expired"]
+    head = repo.refs.get(OPLOG_REF)
+    # Only what earlier gcs recorded would go: not worth writing the log again.
+    third = gc.gc(repo, "1.hour.ago", "now", now=later + 86400 * 365)
+    assert third.expired == 0 and third.op is None and repo.refs.get(OPLOG_REF) == head
