@@ -35,11 +35,13 @@ LAZY_COMMANDS = {
     **dict.fromkeys(("log", "show", "diff", "stats"), "opalgit.cli_history"),
     **dict.fromkeys(("hooks", "hook", "at", "push", "fetch", "pull", "clone-state", "config"), "opalgit.cli_sync"),
     "server": "opalgit.cli_server",
+    "gc": "opalgit.cli_gc",
 }
 
 #: The command modules, in the order their commands are listed in ``cli.commands``.
 COMMAND_MODULES = (
     "opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history", "opalgit.cli_sync", "opalgit.cli_server",
+    "opalgit.cli_gc",
 )
 
 
@@ -116,10 +118,13 @@ class Ctx:
         else:
             click.echo(text, color=self.color)
 
-    def json(self, value: Any) -> None:
+    def json(self, value: dict) -> None:
+        """Print a --json output: one object, ``version`` first (docs/json.md)."""
         import json
 
-        click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
+        from .jsonout import envelope
+
+        click.echo(json.dumps(envelope(value), indent=2, ensure_ascii=False, default=_json_default))
 
     def note(self, text: str) -> None:
         click.echo(self.style("note: ", fg="yellow") + text, err=True, color=self.color)

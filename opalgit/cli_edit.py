@@ -53,7 +53,7 @@ def branch(c: Ctx, name: str | None, start: str, list_: bool, delete: bool, forc
         return
     infos = porcelain.branches(repo)
     if as_json:
-        c.json([b.to_json() for b in infos])
+        c.json({"branches": [b.to_json() for b in infos]})
         return
     rows = []
     for b in infos:
@@ -165,13 +165,14 @@ def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
     repo = c.repo()
     ops = porcelain.op_log(repo, max_count)
     if as_json:
-        c.json(
-            [
+        from .jsonout import iso_ms
+
+        c.json({"operations": [
                 {
                     "id": o.oid.hex() if o.oid else None,
                     "command": o.command,
                     "description": o.description,
-                    "time": o.time,
+                    "time": iso_ms(o.time),
                     "user": o.user,
                     "undoes": o.undoes.hex() if o.undoes else None,
                     "changes": {n: [a.hex() if a else None, b.hex() if b else None] for n, (a, b) in o.changes.items()},
@@ -179,8 +180,7 @@ def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
                     "head": list(o.head),
                 }
                 for o in ops
-            ]
-        )
+        ]})
         return
     lines = []
     for o in ops:

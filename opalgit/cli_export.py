@@ -204,37 +204,48 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
 
 @secrets.command("purge", context_settings=CONTEXT)
 @click.argument("branches", nargs=-1, metavar="[BRANCH]...")
-@click.option("--dry-run", is_flag=True, help="Say which branches and how many states would be rewritten; change nothing.")
+@click.option("--literal", "literals", multiple=True, metavar="TEXT",
+              help="Also purge this exact text, a secret no rule finds (repeatable; at least 8 characters).")
+@click.option("--dry-run", is_flag=True, help="Say which refs and how many states would be rewritten; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
-def secrets_purge(c: Ctx, branches: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+def secrets_purge(c: Ctx, branches: tuple[str, ...], literals: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Take secrets committed in clear out of the history, into the vault.
 
-    Every state that holds a secret a rule finds (in its turns, payloads, header or
-    message), and every state after it, is written again as if the secret had been
-    redacted when it was committed: the secret goes to this machine's vault, the
-    state holds its placeholder. Branches (default: all) move to the new states in
-    one operation, each only if it still is where it was read; 'opal undo' puts
-    the old states back until they are garbage-collected. Then 'opal push' can send
-    them. States already pushed stay on the remote as they are: rotate the secret.
+    Every state that holds a secret a rule finds, or a --literal TEXT (in its
+    turns, payloads, header or message), and every state after it, is written again
+    as if the secret had been redacted when it was committed: the secret goes to
+    this machine's vault, the state holds its placeholder. Every ref that holds one
+    (local and remote-tracking branches, states linked to code commits; or only the
+    BRANCHes given) moves to the new states in one operation, each only if it still
+    is where it was read. A literal stays known: later commits, scans and pushes
+    redact it too.
+
+    'opal undo' puts the old states back, until the next 'opal gc', which expires
+    the purge (and every operation before it) and deletes the old states from the
+    object database. Then 'opal push' can send the new ones. States already pushed
+    stay on the remote as they are: rotate the secret.
 
     \b
     Examples:
       opal secrets purge
       opal secrets purge main --dry-run
+      opal secrets purge --literal 'hunter2-staging-db'
+      opal gc --expire-oplog now --prune now   # once sure: no object keeps the old states
     """
     from . import redaction
 
-    res = redaction.purge(c.repo(), branches, dry_run=dry_run)
+    res = redaction.purge(c.repo(), branches, literals=literals, dry_run=dry_run)
     if as_json:
         c.json(res.to_json())
         return
-    if not res.branches:
+    if not res.refs:
         c.out("no secret in clear: nothing to purge")
         return
     verb = "would rewrite" if dry_run else "rewrote"
-    c.out(f"{verb} {res.states} state(s) on {len(res.branches)} branch(es)")
+    c.out(f"{verb} {res.states} state(s) under {len(res.refs)} ref(s)")
     for name, (old, new) in res.branches.items():
         c.out(f"  {name}: {old.hex()[:10]}" + ("" if dry_run else f" -> {new.hex()[:10]}"))
     if not dry_run:
-        c.out(f"{res.secrets} secret(s) moved into the vault ({', '.join(res.kinds)}); 'opal undo' puts them back")
+        c.out(f"{res.secrets} secret(s) moved into the vault ({', '.join(res.kinds)}); 'opal undo' puts them back "
+              "until 'opal gc', which deletes the old states")

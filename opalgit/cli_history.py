@@ -43,7 +43,7 @@ def log(c: Ctx, revs: tuple[str, ...], max_count: int | None, oneline: bool, gra
         if max_count:
             infos = infos[-max_count:]
         if as_json:
-            c.json([t.to_json() for t in infos])
+            c.json({"turns": [t.to_json() for t in infos]})
             return
         rows = []
         for t in infos:
@@ -58,7 +58,7 @@ def log(c: Ctx, revs: tuple[str, ...], max_count: int | None, oneline: bool, gra
         return
     infos = porcelain.log(repo, list(revs) or None, max_count)
     if as_json:
-        c.json([i.to_json() for i in infos])
+        c.json({"commits": [i.to_json() for i in infos]})
         return
     prefixes = render.graph([(i.oid, i.parents) for i in infos]) if graph else [("", [])] * len(infos)
     lines: list[str] = []

@@ -19,6 +19,7 @@ import click
 from . import client
 from .cli import CONTEXT, Ctx, cli, pass_ctx
 from .errors import OpalError
+from .jsonout import iso_seconds
 
 #: How long ``start`` and ``stop`` wait for the server, in seconds.
 WAIT = 15.0
@@ -49,6 +50,8 @@ def _span(seconds: float) -> str:
 def _json(info: dict | None, path: str, state: str = "up", pid: int = 0) -> dict:
     out = {"running": info is not None, "socket": path, "mode": client.mode(),
            **({k: info[k] for k in ("pid", "started", "idle", "served")} if info else {})}
+    if isinstance(out.get("started"), (int, float)):
+        out["started"] = iso_seconds(out["started"])
     if state in ("stopped", "silent"):
         out.update(answering=False, state=state, pid=pid)
     return out

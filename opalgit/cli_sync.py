@@ -106,7 +106,7 @@ def hooks_uninstall(c: Ctx, as_json: bool) -> None:
     repo = c.repo()
     changes = hooks.uninstall(repo, os.environ)
     if as_json:
-        c.json([h.to_json() for h in changes])
+        c.json({"hooks": [h.to_json() for h in changes]})
         return
     for h in changes:
         c.out(f"  {h.name:13} {h.action}{': ' + h.detail if h.detail else ''}")
@@ -129,6 +129,7 @@ def hooks_status(c: Ctx, as_json: bool) -> None:
       opal hooks status --json
     """
     from . import hookqueue
+    from .jsonout import iso_seconds
 
     repo = c.repo()
     sts = hooks.status(repo, os.environ, sys.executable)
@@ -140,7 +141,8 @@ def hooks_status(c: Ctx, as_json: bool) -> None:
         c.json({
             "hooks": [s.to_json() for s in sts], "push_with_code": with_code, "shared": shared,
             "pending": [{"hook": j.hook, "pid": j.pid, "data": j.data} for j in waiting],
-            "failures": failed,
+            "failures": [{**f, "time": iso_seconds(f.get("time")) if isinstance(f.get("time"), (int, float)) else None}
+                         for f in failed],
         })
         return
     c.out(f"Hooks folder: {os.path.dirname(sts[0].path)}")

@@ -28,6 +28,11 @@ from .repo import Repository
 from .structs import dataclass, field
 
 OP_BLOB = "op"
+#: The second blob of a ``gc`` operation: every operation id that gc expired so far,
+#: and the new id of each one it kept (see :mod:`opalgit.gc`).
+EXPIRY_BLOB = "expired"
+#: Operations that ``opal undo`` never picks, and refuses when named.
+NOT_UNDOABLE = ("init", "gc", "expired")
 
 
 @dataclass
@@ -216,26 +221,50 @@ def log(repo: Repository) -> Iterator[Operation]:
 
 
 def resolve(repo: Repository, prefix: str) -> Operation:
+    prefix = prefix.lower()
+    newest_gc: Operation | None = None
     for op in log(repo):
         assert op.oid is not None
-        if op.oid.hex().startswith(prefix.lower()):
+        if op.oid.hex().startswith(prefix):
             return op
+        if newest_gc is None and op.command == "gc":
+            newest_gc = op
     from .errors import RevisionError
 
+    expiry = read_expiry(repo, newest_gc) if newest_gc is not None else None
+    if expiry is not None:
+        # An id printed before an 'opal gc': the entry was expired, or kept under a new id.
+        renamed = [new_id for old_id, new_id in expiry.renamed.items() if old_id.hex().startswith(prefix)]
+        if len(renamed) == 1:
+            return resolve(repo, renamed[0].hex())
+        if any(oid.hex().startswith(prefix) for oid in expiry.expired):
+            raise RevisionError(
+                f"operation {prefix} was expired by 'opal gc' (it expired the operations older than "
+                f"{_iso(expiry.before)}): it can no longer be undone",
+                hint="what its states held may be gone too; 'opal op log' lists what can still be undone",
+            )
     raise RevisionError(f"no operation {prefix!r} in the operation log", hint="see 'opal op log'")
 
 
 def undo_target(repo: Repository) -> Operation:
     """The newest operation that is neither an undo nor already undone."""
     undone: set[bytes] = set()
+    expired_by: Operation | None = None
     for op in log(repo):
         assert op.oid is not None
         if op.undoes is not None:
             undone.add(op.undoes)
             continue
-        if op.oid in undone or op.command == "init":
+        if op.command == "gc" and expired_by is None:
+            expired_by = op
+        if op.oid in undone or op.command in NOT_UNDOABLE:
             continue
         return op
+    if expired_by is not None:
+        raise NothingToDoError(
+            "nothing to undo: 'opal gc' expired the operations before it, so they can no longer be undone",
+            hint="see 'opal op log'",
+        )
     raise NothingToDoError("nothing to undo", hint="see 'opal op log'")
 
 
@@ -269,3 +298,44 @@ def undo(repo: Repository, target: Operation, *, force: bool = False) -> Operati
              sessions=sessions)
     op.undoes = target.oid
     return apply(repo, op)
+
+
+# ------------------------------------------------------------------------ expiry (opal gc)
+
+
+@dataclass
+class Expiry:
+    """What the ``opal gc`` runs so far took out of the log: the ids they expired, and
+    the new id of each operation they kept (a kept operation is written again on the
+    shortened chain, so its id changes, as in jj's ``op abandon``)."""
+
+    expired: set[bytes] = field(default_factory=set)
+    renamed: dict[bytes, bytes] = field(default_factory=dict)  # old id -> current id
+    before: int = 0  # ms since the epoch: the newest gc expired the operations older than this
+
+    def encode(self) -> bytes:
+        body = {"expired": sorted(self.expired), "renamed": sorted([a, b] for a, b in self.renamed.items()), "before": self.before}
+        return codec.pack_canonical("op-expiry", body)
+
+
+def read_expiry(repo: Repository, gc_op: Operation) -> Expiry | None:
+    """The expiry record a ``gc`` operation carries, or None (an older opal's)."""
+    assert gc_op.oid is not None
+    commit = repo.store.read_commit(gc_op.oid)
+    entries = {name: child for name, _, child in repo.store.read_tree(commit.tree)}
+    if EXPIRY_BLOB not in entries:
+        return None
+    what = f"the expiry record of operation {gc_op.oid.hex()[:12]}"
+    body = codec.unpack_canonical(codec.unframe(repo.store.read_blob(entries[EXPIRY_BLOB]), what=what), "op-expiry")
+    try:
+        return Expiry(
+            expired={bytes(o) for o in body["expired"]},
+            renamed={bytes(a): bytes(b) for a, b in body["renamed"]},
+            before=int(body["before"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        raise CorruptObjectError(f"{what} is malformed") from None
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
 from .argv import command
+from .jsonout import iso_ms, iso_seconds
 from .adapters.base import ReadResult, Record, SessionFile, begins_with, tail_hash
 from .errors import (
     InputError,
@@ -635,7 +636,7 @@ class CommitInfo:
             "parents": [p.hex() for p in self.parents],
             "message": self.message.rstrip("\n"),
             "author": self.author,
-            "time": self.time,
+            "time": iso_seconds(self.time),
             "branches": self.branches,
             "agent": h.session.agent if h.session else None,
             "session": h.session.to_map() if h.session else None,
@@ -731,7 +732,7 @@ class TurnInfo:
             "tool": s.get("tool"),
             "chars": s.get("chars", 0),
             "tokens_estimate": _tokens(int(s.get("chars", 0))),
-            "time": s.get("time"),
+            "time": iso_ms(s.get("time")),
             **({"label": s["label"]} if "label" in s else {}),
         }
 
@@ -770,7 +771,7 @@ class ShownTurn:
             "id": self.id.hex(),
             "agent": self.agent,
             "role": self.normal.role,
-            "time": self.normal.time,
+            "time": iso_ms(self.normal.time),
             "blocks": self.normal.blocks,
             "source": self.record,
         }
@@ -984,6 +985,8 @@ def undo(repo: Repository, op_id: str | None = None, *, force: bool = False) -> 
         target = oplog.resolve(repo, op_id) if op_id else oplog.undo_target(repo)
         if target.command == "init":
             raise UsageError("the initialization cannot be undone", hint="remove refs/opal/ by hand if you must")
+        if target.command in ("gc", "expired"):
+            raise UsageError("'opal gc' cannot be undone: what it expired is gone", hint="see 'opal op log'")
         return oplog.undo(repo, target, force=force)
 
 
@@ -1017,7 +1020,7 @@ class SessionStatus:
             "agent": self.agent,
             "id": self.id,
             "path": self.path,
-            "modified": int(self.mtime),
+            "modified": iso_seconds(self.mtime),
             "tracked": self.tracked,
             "size": self.size,
             "committed_bytes": self.committed_bytes,

@@ -21,6 +21,7 @@ originals in the local :mod:`opalgit.vault`. The flow:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from typing import Iterable, Iterator
 
@@ -28,6 +29,7 @@ from . import codec, oplog, payloads, sequence
 from .errors import InputError, OpalError, RevisionError, UsageError
 from .model import SessionInfo, StateHeader, Turn
 from .redact import Finding, Redactor, Rules, placeholders_in_value, restore_bytes, restore_value
+from .secretrules import Rule
 from .repo import Repository
 from .states import STATE_BLOB, load_state
 from .structs import dataclass, field
@@ -68,6 +70,46 @@ def vault(repo: Repository) -> Vault:
     return Vault(default_path(repo.common_dir))
 
 
+#: The kind of a secret given to ``opal secrets purge --literal``.
+LITERAL_KIND = "literal"
+#: Shorter literals would replace common words everywhere.
+MIN_LITERAL = 8
+
+
+def literal_rule(text: str) -> Rule:
+    """A rule that finds ``text`` exactly (a secret no rule knows)."""
+    return Rule(LITERAL_KIND, re.compile(re.escape(text)), keywords=(text,), priority=0,
+                description="a secret given to 'opal secrets purge --literal'")
+
+
+def check_literal(text: str) -> str:
+    if len(text) < MIN_LITERAL:
+        raise UsageError(
+            f"--literal takes the secret itself, at least {MIN_LITERAL} characters (this one has {len(text)})",
+            hint="a shorter text would be replaced wherever it occurs, in every turn",
+        )
+    if text != text.strip() or "\n" in text:
+        raise UsageError("--literal takes one line without leading or trailing spaces",
+                         hint="give the secret alone, as it appears in the session")
+    return text
+
+
+def with_literals(rules: Rules, literals: Iterable[str]) -> Rules:
+    extra = [literal_rule(t) for t in dict.fromkeys(literals)]
+    if not extra:
+        return rules
+    return Rules(list(rules.user_rules) + extra, allow_values=rules.allow_values,
+                 allow_regexes=rules.allow_regexes, disable=rules.disabled)
+
+
+def vault_literals(v: Vault) -> list[str]:
+    """The secrets purged with ``--literal`` so far: every later commit, scan and push
+    gate finds them too (the agent's session file still holds them in clear)."""
+    if not v.exists():
+        return []
+    return sorted(secret for ph, secret in v.mapping().items() if _kind_of(ph) == LITERAL_KIND)
+
+
 def enabled(repo: Repository) -> bool:
     return (repo.config_get("secrets.redact", "true") or "true").lower() not in ("false", "no", "off", "0")
 
@@ -76,7 +118,9 @@ def redactor(repo: Repository) -> Redactor | None:
     """The committing redactor (creates the vault's key on first use), or None if disabled."""
     if not enabled(repo):
         return None
-    return Redactor(load_rules(repo), vault(repo).key())
+    v = vault(repo)
+    key = v.key()
+    return Redactor(with_literals(load_rules(repo), vault_literals(v)), key)
 
 
 def redact_turn(turn: Turn, r: Redactor) -> tuple[Turn, list[Finding]]:
@@ -190,7 +234,7 @@ def _kind_of(placeholder: str) -> str:
 
 def scan_states(repo: Repository, heads: Iterable[bytes], rev: str = "", *, history: bool = True) -> ScanResult:
     """Scan every state reachable from ``heads`` (each leaf and payload once)."""
-    scanner = Redactor(load_rules(repo))
+    scanner = Redactor(with_literals(load_rules(repo), vault_literals(vault(repo))))
     result = ScanResult(rev)
     seen_commits: set[bytes] = set()
     seen_leaves: set[bytes] = set()
@@ -274,22 +318,43 @@ def gate(repo: Repository, head: bytes, *, allow: bool = False) -> ScanResult:
 class PurgeResult:
     """What ``opal secrets purge`` did (or, with ``dry_run``, would do)."""
 
-    branches: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)  # name -> (old, new) head
+    refs: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)  # full ref name -> (old, new) head
     states: int = 0  # states rewritten
     kinds: list[str] = field(default_factory=list)  # of the secrets moved into the vault
     secrets: int = 0  # distinct placeholders written
     op: bytes | None = None
     dry_run: bool = False
 
+    @property
+    def branches(self) -> dict[str, tuple[bytes, bytes]]:
+        """The rewritten refs by the names opal shows: ``main``, ``origin/main``, ``link 1a2b3c4d5e``."""
+        return {ref_label(n): change for n, change in self.refs.items()}
+
     def to_json(self) -> dict:
         return {
-            "branches": {n: {"old": a.hex(), "new": b.hex()} for n, (a, b) in self.branches.items()},
+            "refs": {n: {"name": ref_label(n), "old": a.hex(), "new": b.hex()} for n, (a, b) in self.refs.items()},
             "states_rewritten": self.states,
             "secrets": self.secrets,
             "kinds": self.kinds,
             "op": self.op.hex() if self.op else None,
             "dry_run": self.dry_run,
         }
+
+
+def ref_label(name: str) -> str:
+    from .links import LINK_PREFIX, REMOTE_LINK_PREFIX
+    from .refs import BRANCH_PREFIX, NAMESPACE, REMOTE_PREFIX
+
+    if name.startswith(BRANCH_PREFIX):
+        return name[len(BRANCH_PREFIX):]
+    if name.startswith(REMOTE_PREFIX):
+        return name[len(REMOTE_PREFIX):]  # origin/main
+    if name.startswith(LINK_PREFIX):
+        return "link " + name[len(LINK_PREFIX):][:10]
+    if name.startswith(REMOTE_LINK_PREFIX):
+        remote_name, _, sha = name[len(REMOTE_LINK_PREFIX):].rpartition("/")
+        return f"link {remote_name}/{sha[:10]}"
+    return name[len(NAMESPACE):] if name.startswith(NAMESPACE) else name
 
 
 class _Purger:
@@ -432,40 +497,53 @@ def _scanned_value(turn: Turn):
     return list(turn.blocks or ())
 
 
-def purge(repo: Repository, branches: Iterable[str] = (), *, dry_run: bool = False) -> PurgeResult:
+def purge(
+    repo: Repository, branches: Iterable[str] = (), *, literals: Iterable[str] = (), dry_run: bool = False
+) -> PurgeResult:
     """Take every secret in clear out of the history of ``branches`` (default: every
-    local branch), as if it had been redacted when it was committed.
+    ref under ``refs/opal/`` but the op log: local and remote-tracking branches, the
+    states linked to code commits), as if it had been redacted when it was committed.
+
+    ``literals`` are secrets no rule finds, given as they are: they are purged like
+    the others, and the vault keeps them, so later commits, scans and pushes find them too.
 
     The rewritten heads are set in one operation of the op log, each compared with
-    the head read (a branch moved meanwhile fails the whole operation), so ``opal
-    undo`` puts the old states back until they are garbage-collected.
+    the head read (a ref moved meanwhile fails the whole operation), so ``opal
+    undo`` puts the old states back until ``opal gc`` (which expires this operation
+    and all before it, see :mod:`opalgit.gc`) deletes them.
     """
-    from .refs import BRANCH_PREFIX, branch_ref
+    from .refs import BRANCH_PREFIX, OPLOG_REF, REMOTE_PREFIX, branch_ref
 
-    r = redactor(repo)
-    if r is None:
+    if not enabled(repo):
         raise UsageError(
             "redaction is off (secrets.redact = false): there is nothing to purge with",
             hint="turn it on with 'opal config secrets.redact true', then run 'opal secrets purge' again",
         )
+    literals = [check_literal(t) for t in literals]
     with repo.lock():
+        v = vault(repo)
+        r = Redactor(with_literals(load_rules(repo), vault_literals(v) + literals), v.key())
         refs = repo.refs.all()
-        names = list(dict.fromkeys(branches)) or sorted(n[len(BRANCH_PREFIX):] for n in refs if n.startswith(BRANCH_PREFIX))
         heads: dict[str, bytes] = {}
-        for name in names:
-            oid = refs.get(branch_ref(name))
-            if oid is None:
-                raise RevisionError(f"no branch named {name!r}", hint="see 'opal branch'")
-            heads[name] = oid
+        for name in dict.fromkeys(branches):
+            ref = next((x for x in (branch_ref(name), REMOTE_PREFIX + name) if x in refs), None)
+            if ref is None:
+                raise RevisionError(f"no branch named {name!r}", hint="see 'opal branch -a'")
+            heads[ref] = refs[ref]
+        if not heads:
+            heads = {n: oid for n, oid in sorted(refs.items()) if n != OPLOG_REF}
         p = _Purger(repo, r, write=not dry_run)
-        new_heads = {name: p.rewrite(oid) for name, oid in heads.items()}
+        new_heads = {ref: p.rewrite(oid) for ref, oid in heads.items()}
         result = PurgeResult(dry_run=dry_run, states=p.rewritten)
-        result.branches = {n: (heads[n], new_heads[n]) for n in names if p.changed[heads[n]]}
+        result.refs = {n: (heads[n], new_heads[n]) for n in heads if p.changed[heads[n]]}
         result.kinds = sorted({f.kind for f in p.found.values()})
         result.secrets = len(p.found)
-        if dry_run or not result.branches:
+        if dry_run or not result.refs:
             return result
-        changes = {branch_ref(n): (old, new) for n, (old, new) in result.branches.items()}
-        op = oplog.new(repo, "purge", "purge secrets from " + ", ".join(result.branches), changes)
+        local = [n[len(BRANCH_PREFIX):] for n in result.refs if n.startswith(BRANCH_PREFIX)]
+        others = len(result.refs) - len(local)
+        refs_word = f"{others} other ref{'s' if others != 1 else ''}"
+        what = ", ".join(local) + (f" and {refs_word}" if local and others else refs_word if others else "")
+        op = oplog.new(repo, "purge", "purge secrets from " + what, dict(result.refs))
         result.op = oplog.apply(repo, op).oid
         return result

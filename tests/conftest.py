@@ -46,6 +46,19 @@ def _hermetic_env() -> None:
 
 _hermetic_env()
 
+
+def _no_hypothesis_deadline() -> None:
+    # Hypothesis fails an example that takes longer than 200 ms by default: a test of
+    # the clock, which a loaded machine fails (tests/core/test_codec.py and
+    # test_merge.py had no deadline=None). Tests that want a bound set their own.
+    from hypothesis import settings
+
+    settings.register_profile("opal", deadline=None)
+    settings.load_profile("opal")
+
+
+_no_hypothesis_deadline()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 

@@ -285,6 +285,7 @@ AUDITED = {
     ("opalgit/hooks.py", "shared_hooks_path", "remote.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
     ("opalgit/refs.py", "RefStore._run_update_ref", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
     ("opalgit/fsck.py", "_unreachable", "gitcmd.run"): "fixed arguments (fsck --unreachable --no-reflogs --no-progress)",
+    ("opalgit/gc.py", "_run_git_gc", "gitcmd.run"): "gc --quiet --prune=DATE and reflog expire --expire=DATE -- REFS: the date is opal's own spelling (now, never or an ISO date it formatted), the refs are reflog files found under logs/refs/opal/, after '--'",
     ("opalgit/repo.py", "Repository.config_set", "gitcmd.run"): "key built by opal (checked); git stops options at the key",
     ("opalgit/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",
     ("opalgit/repo.py", "Repository._read_identity", "gitcmd.run"): "fixed arguments (config --get-regexp user)",

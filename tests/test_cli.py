@@ -37,13 +37,13 @@ def test_a_whole_session_through_the_cli(ready):
     lines = r.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("* ") and "(main)" in lines[0] and "tests green" in lines[0]
     r = opal("log", "--json", cwd=project)
-    log = json.loads(r.stdout)
+    log = json.loads(r.stdout)["commits"]
     assert [c["message"] for c in log] == ["tests green", "plan agreed"]
     assert log[0]["session"]["id"] == "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
 
     r = opal("log", "--turns", cwd=project)
     assert r.stdout.splitlines()[0].split()[:3] == ["#", "role", "kind"]
-    turns = json.loads(opal("log", "--turns", "--json", cwd=project).stdout)
+    turns = json.loads(opal("log", "--turns", "--json", cwd=project).stdout)["turns"]
     assert turns[0]["turn"] == 1 and {"role", "kind", "tool", "chars"} <= set(turns[0])
 
     r = opal("show", "HEAD~1", cwd=project)
@@ -58,11 +58,11 @@ def test_a_whole_session_through_the_cli(ready):
     assert opal("switch", "try-sqlite", cwd=project).returncode == 0
     r = opal("rewind", "3", cwd=project)
     assert r.returncode == 0 and "dropped 3 turns" in r.stdout
-    branches = json.loads(opal("branch", "--json", cwd=project).stdout)
+    branches = json.loads(opal("branch", "--json", cwd=project).stdout)["branches"]
     assert {b["name"]: b["current"] for b in branches} == {"main": False, "try-sqlite": True}
     r = opal("undo", cwd=project)
     assert r.returncode == 0 and "rewind" in r.stdout
-    ops = json.loads(opal("op", "log", "--json", cwd=project).stdout)
+    ops = json.loads(opal("op", "log", "--json", cwd=project).stdout)["operations"]
     assert [o["command"] for o in ops[:4]] == ["undo", "rewind", "switch", "branch"]
     st = json.loads(opal("status", "--json", cwd=project).stdout)
     assert st["branch"] == "try-sqlite" and st["sessions"][0]["id"].startswith("5c0375b4")

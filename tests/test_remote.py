@@ -9,6 +9,7 @@ import contextlib
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,35 +37,81 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 10.0) -> None:
+@contextlib.contextmanager
+def reserved_port():
+    """A port of 127.0.0.1 that refuses connections until a server listens on it.
+
+    A socket bound (never listening) with SO_REUSEADDR holds the port: connecting is
+    refused, nobody else gets it from the kernel or can bind it without SO_REUSEADDR,
+    and `git daemon --reuseaddr` can still listen on it. A port merely found free and
+    closed may be taken by any other process (another test run, or a server that
+    outlived its test) before it is used: that is what made "the remote is down"
+    pass a push now and then under load.
+    """
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", 0))
+    try:
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Until something listens on ``port``; fails at once if ``proc`` (the server) exits.
+
+    The timeout only bounds a server that hangs: a loaded machine is slow, not wrong.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}) before it listened on 127.0.0.1:{port}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
             return
         time.sleep(0.05)
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
+def git_daemon_binary() -> str:
+    # `git daemon` is a wrapper that runs git-daemon as its child: stopping the wrapper
+    # with SIGKILL (after a terminate that timed out under load) left the daemon
+    # listening, so a "stopped" remote still answered. The daemon itself is started.
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip()
+    return os.path.join(exec_path, "git-daemon")
+
+
 @contextlib.contextmanager
 def git_daemon(base: str, port: int | None = None):
-    """`git daemon` serving every repository under ``base``, stopped by its PID."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        ["git", "daemon", "--export-all", "--enable=receive-pack", "--reuseaddr", "--informative-errors",
-         "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}", base],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port)
-        yield port
-    finally:
-        proc.terminate()
+    """`git daemon` serving every repository under ``base``; stopped, with the children
+    it forked for connections, by its process group (its own session, so its id)."""
+    with contextlib.ExitStack() as stack:
+        if port is None:
+            port = stack.enter_context(reserved_port())
+        proc = subprocess.Popen(
+            [git_daemon_binary(), "--export-all", "--enable=receive-pack", "--reuseaddr", "--informative-errors",
+             "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}", base],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            wait_for_port(port, proc)
+            yield port
+        finally:
+            stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Terminate ``proc``'s process group and wait until ``proc`` is gone (no time limit
+    decides the outcome: SIGKILL follows SIGTERM, and the wait is for the exit)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _read_body(handler: http.server.BaseHTTPRequestHandler) -> bytes:
@@ -138,19 +185,20 @@ def _handler(root: str):
 
 
 @contextlib.contextmanager
-def http_server(root: str, lifetime: float = 120.0):
-    """Smart HTTP on 127.0.0.1 with basic auth; shut down on exit or after ``lifetime`` seconds."""
+def http_server(root: str):
+    """Smart HTTP on 127.0.0.1 with basic auth, shut down on exit.
+
+    No lifetime timer: one used to shut the server down after 120 s, which a slow
+    test on a loaded machine can outlast; the thread is a daemon thread, so a test
+    process that dies does not keep it.
+    """
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(root))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    timer = threading.Timer(lifetime, server.shutdown)
-    timer.daemon = True
-    timer.start()
     try:
         yield server.server_address[1]
     finally:
-        timer.cancel()
         server.shutdown()
         server.server_close()
 
@@ -286,18 +334,20 @@ def test_remote_down_is_a_clear_error_and_a_retry_works(tmp_path, home):
     assert remote.push(ra, env, "later").status == "new"
 
     # git daemon stopped: connection refused; started again on the same port: works.
-    port = free_port()
-    git("remote", "add", "daemon", f"git://127.0.0.1:{port}/shared.git", cwd=str(a))
-    with git_daemon(os.path.dirname(bare), port):
-        pass
-    before = refs_of(a)
-    with pytest.raises(RemoteError) as err:
-        remote.push(ra, env, "daemon")
-    assert "daemon" in err.value.message
-    assert refs_of(a) == before
-    with git_daemon(os.path.dirname(bare), port):
-        assert remote.push(ra, env, "daemon").status == "new"
-        assert remote.fetch(ra, env, "daemon").branches == {}  # the push already set daemon/main
+    # The port stays reserved throughout, so "stopped" cannot be another server that
+    # took the port meanwhile.
+    with reserved_port() as port:
+        git("remote", "add", "daemon", f"git://127.0.0.1:{port}/shared.git", cwd=str(a))
+        with git_daemon(os.path.dirname(bare), port):
+            pass
+        before = refs_of(a)
+        with pytest.raises(RemoteError) as err:
+            remote.push(ra, env, "daemon")
+        assert "daemon" in err.value.message
+        assert refs_of(a) == before
+        with git_daemon(os.path.dirname(bare), port):
+            assert remote.push(ra, env, "daemon").status == "new"
+            assert remote.fetch(ra, env, "daemon").branches == {}  # the push already set daemon/main
     assert ra.refs.get("refs/opal/remotes/daemon/main") == s1
     # No staging refs are left behind by the failures.
     assert "refs/opal/fetching/" not in refs_of(a)

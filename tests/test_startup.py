@@ -279,7 +279,7 @@ def test_the_program_exits_with_the_command_code_and_all_its_output(recorded, tm
     ok = subprocess.run([sys.executable, "-m", "opalgit", "log", "--json"], cwd=str(project), env=full_env,
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)[0]["message"].startswith("first")
+    assert json.loads(ok.stdout)["commits"][0]["message"].startswith("first")
     nothing = subprocess.run([sys.executable, "-m", "opalgit", "commit"], cwd=str(project), env=full_env,
                              capture_output=True, text=True)
     assert nothing.returncode == 0 and nothing.stdout.startswith("nothing to commit")

@@ -1105,7 +1105,7 @@ def test_rewind_to_a_reply_holding_its_results_does_not_warn(tmp_path):
     assert opal("init", cwd=project).returncode == 0
     src = REAL / "vibecodingtracker" / "gemini.jsonl"
     assert opal("commit", "--file", str(src), "--agent", "gemini", "-m", "g", cwd=project).returncode == 0
-    turns = json.loads(opal("log", "--turns", "--json", cwd=project).stdout)
+    turns = json.loads(opal("log", "--turns", "--json", cwd=project).stdout)["turns"]
     answered = [t for t in turns if t["kind"] == "tool_call"]
     assert answered, "the file has replies with tool calls"
     shown = json.loads(opal("show", f"HEAD:{answered[0]['turn']}", "--json", cwd=project).stdout)

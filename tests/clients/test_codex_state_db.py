@@ -43,7 +43,7 @@ def test_export_of_a_rewound_state_is_what_resume_last_picks(tmp_path):
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     _opal("init", cwd=project, env=env)
     _opal("commit", "--file", str(gs.path), "--agent", "codex", "-m", "codex session", cwd=project, env=env)
-    turns = json.loads(_opal("log", "--turns", "--json", cwd=project, env=env).stdout)
+    turns = json.loads(_opal("log", "--turns", "--json", cwd=project, env=env).stdout)["turns"]
     cut = next(t["turn"] for t in turns
                if ANSWER1 in _opal("show", f"HEAD:{t['turn']}", "--json", cwd=project, env=env).stdout)
     _opal("rewind", "--to", f"HEAD:{cut}", cwd=project, env=env)

@@ -96,7 +96,7 @@ def _import(gs, tmp: Path, env: dict) -> Path:
 
 
 def _turn_of_answer1(project: Path, env: dict) -> int:
-    turns = json.loads(_opal("log", "--turns", "--json", cwd=project, env=env).stdout)
+    turns = json.loads(_opal("log", "--turns", "--json", cwd=project, env=env).stdout)["turns"]
     for t in turns:
         shown = json.loads(_opal("show", f"HEAD:{t['turn']}", "--json", cwd=project, env=env).stdout)
         if any(b.get("type") == "text" and ANSWER1 in (b.get("text") or "") for b in shown["blocks"]):
@@ -123,7 +123,7 @@ def test_resume_in_every_agent(source, target, sources, tmp_path):
     if source == target == "claude":
         # The session the real client resumed, committed back: the records opal
         # exported are the stored ones, kept; only what the client added is new.
-        before = json.loads(_opal("log", "-n", "1", "--json", cwd=project, env=env).stdout)[0]
+        before = json.loads(_opal("log", "-n", "1", "--json", cwd=project, env=env).stdout)["commits"][0]
         out = json.loads(_opal("commit", "--file", report["files"][0], "--agent", "claude", "--json",
                                cwd=project, env=env).stdout)
         assert any("continues the export" in n for n in out["notes"]), out
