@@ -285,6 +285,12 @@ def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
             payloads: dict[bytes, bytes] = {}
             canon = replaced[0].encode(payloads)
             item = Item(codec.digest(canon), canon, summarize(replaced[1]), payloads=payloads)
+            if item.id == it.id:
+                # An excerpt already (a second trim at the same size): cut again, it
+                # is the same record, and a commit of it would change nothing.
+                new_items.append(it)
+                index += 1
+                continue
             chars_delta += int(item.summary.get("chars", 0)) - int(it.summary.get("chars", 0))
             new_items.append(item)
             changed += 1

@@ -523,8 +523,16 @@ class _Tree:
         order = ([self.active] if self.active else []) + [leaf for leaf in leaves if leaf != self.active]
         self.leaves: list[str] = []
         for leaf in order:
-            if not any(leaf in self.ext[k] for k in self.leaves):
-                self.leaves.append(leaf)
+            if any(leaf in self.ext[k] for k in self.leaves):
+                continue
+            # Taken in by a line whose own leaf comes later in the file (a parallel
+            # call's result that no reply follows, written before the reply): that
+            # line's too, not a fork, once the conversation has forked before it.
+            if leaf != self.active and any(
+                k != leaf and leaf in self.ext[k] and k not in self.ext[leaf] for k in leaves
+            ):
+                continue
+            self.leaves.append(leaf)
         self.anc = {leaf: self.ext[leaf] for leaf in self.leaves}
 
     def _index(self, facts: Mapping[str, dict]) -> None:
