@@ -633,40 +633,35 @@ def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
     return labels
 
 
-def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None) -> list[CommitInfo]:
+def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None, *, order: str = "date") -> list[CommitInfo]:
     """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``.
 
     Never a parent before one of its children (what ``--graph`` needs), even when
-    commits share a second or clocks disagree; among commits that are ready, the
-    newest comes first, ties broken by id so the order is deterministic.
+    commits share a second or clocks disagree. ``order`` is git's: ``"date"``
+    (``--date-order``: the newest ready commit first) or ``"topo"`` (``--topo-order``,
+    what ``git log --graph`` uses: each line of history whole); ties as git breaks them
+    (see :func:`opalgit.graph.order`), so ``opal log`` and ``git log`` agree.
     """
-    import heapq
+    from . import graph
 
     starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
     labels = branch_labels(repo)
-    # The reachable graph from commit headers alone (cheap), to count children.
+    # The reachable graph from commit headers alone (cheap); states are read only for
+    # the commits shown.
     commits: dict[bytes, CommitData] = {}
-    children: dict[bytes, int] = {}
     stack = list(dict.fromkeys(starts))
     while stack:
         oid = stack.pop()
         if oid in commits:
             continue
         c = commits[oid] = repo.store.read_commit(oid)
-        for p in c.parents:
-            children[p] = children.get(p, 0) + 1
-            stack.append(p)
-    ready = [(-commits[o].committer.time, tuple(-b for b in o), o) for o in commits if children.get(o, 0) == 0]
-    heapq.heapify(ready)
-    out: list[CommitInfo] = []
-    while ready and (limit is None or len(out) < limit):
-        _, _, oid = heapq.heappop(ready)
-        out.append(commit_info(repo, oid, labels))
-        for p in commits[oid].parents:
-            children[p] -= 1
-            if children[p] == 0:
-                heapq.heappush(ready, (-commits[p].committer.time, tuple(-b for b in p), p))
-    return out
+        stack.extend(c.parents)
+    parents = {o: c.parents for o, c in commits.items()}
+    dates = {o: c.committer.time for o, c in commits.items()}
+    shown = graph.order(starts, parents, dates, order)
+    if limit is not None:
+        shown = shown[:limit]
+    return [commit_info(repo, oid, labels) for oid in shown]
 
 
 @dataclass
