@@ -198,16 +198,20 @@ def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_
         c.json(res.to_json())
         return
     lines = [c.style(f"diff {res.a} {res.b}", bold=True)]
-    lines.append(f"{res.shared_turns} turns in common ({res.common_prefix_turns} before the first difference)")
+    common = render.count(res.shared_turns, "turn") + " in common"
+    if res.entries:
+        lines.append(f"{common} ({res.common_prefix_turns} before the first difference)")
+    else:
+        lines.append(f"{common}; no turn differs")
+    if res.hidden_records:
+        lines.append(f"{render.count(res.hidden_records, 'bookkeeping record')} of the agent differ (--all lists them)")
     if res.uncommitted:
-        lines.append(f"{res.uncommitted} records of the working state are not committed yet")
+        lines.append(f"{render.count(res.uncommitted, 'record')} of the working state {'is' if res.uncommitted == 1 else 'are'} not committed yet")
     sa, sb = res.stat["a"], res.stat["b"]
-    lines.append(
-        f"{res.a}: {sa['turns']} turns only here, {sa['tool_calls']} tool calls, ~{human(sa['tokens'])} tokens"
-    )
-    lines.append(
-        f"{res.b}: {sb['turns']} turns only here, {sb['tool_calls']} tool calls, ~{human(sb['tokens'])} tokens"
-    )
+    for name, side in ((res.a, sa), (res.b, sb)):
+        lines.append(
+            f"{name}: {render.count(side['turns'], 'turn')} only here, {render.count(side['tool_calls'], 'tool call')}, ~{human(side['tokens'])} tokens"
+        )
     lines.append(
         f"{res.stat['turns_removed']} removed, {res.stat['turns_added']} added, {res.stat['turns_changed']} changed"
     )

@@ -36,6 +36,11 @@ def when_ms(ms: int | None) -> str:
     return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 turn``, ``2 turns``, ``0 turns``: a number with its noun agreeing."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
 def size(chars: int) -> str:
     if chars < 1000:
         return f"{chars}c"

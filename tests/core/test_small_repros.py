@@ -1,0 +1,69 @@
+"""The smaller repros of issue 19 (item 6), one regression test each, on real session files.
+
+Each was found by using opal as a new user would: a count that comes out negative or
+wrong, a message that claims what was not done, a commit that records nothing without a
+word, a secret that a later ``git add -A`` could stage.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from opalgit import compare, porcelain
+from opalgit.repo import Repository
+from tests.conftest import FIXTURES, opal
+from tests.core.test_porcelain import grow, place
+
+# A session the real Claude Code CLI wrote (against a mock model server): 61 records, the
+# last three of them bookkeeping (last-prompt, mode, ...), not turns.
+CLAUDE = os.path.join(FIXTURES, "claude", "generated", "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl")
+
+
+@pytest.fixture
+def repo(project, home):
+    porcelain.init(str(project))
+    r = Repository.discover(str(project))
+    r.env = {"HOME": str(home)}
+    return r
+
+
+def lines_of(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
+# ------------------------------------------------------------------------------ (a) diff
+
+
+def test_diff_of_states_whose_turns_are_all_equal_says_so(repo, project, home):
+    """Only bookkeeping records differ: the common prefix is every turn, not the turns
+    before the first differing leaf (it said "32 turns in common (23 before the first
+    difference)")."""
+    path = place(home, project, source=CLAUDE, lines=58)
+    first = porcelain.commit(repo, repo.env, str(project))
+    grow(path, source=CLAUDE, start=58)
+    second = porcelain.commit(repo, repo.env, str(project))
+    assert second.turns == first.turns and second.items > first.items
+    res = compare.diff(repo, "HEAD~1", "HEAD")
+    assert not res.entries
+    assert res.common_prefix_turns == res.shared_turns == first.turns
+    assert res.hidden_records == second.items - first.items
+    r = opal("diff", "HEAD~1", "HEAD", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert f"{first.turns} turns in common; no turn differs" in r.stdout
+    assert "before the first difference" not in r.stdout
+    assert f"{second.items - first.items} bookkeeping records of the agent differ (--all lists them)" in r.stdout
+    listed = compare.diff(repo, "HEAD~1", "HEAD", include_meta=True)
+    assert len(listed.entries) == second.items - first.items and listed.common_prefix_turns == first.turns
+
+
+def test_diff_prefix_counts_the_turns_before_the_first_listed_difference(repo, project, home):
+    path = place(home, project, source=CLAUDE, lines=40)
+    porcelain.commit(repo, repo.env, str(project))
+    grow(path, source=CLAUDE, start=40)
+    porcelain.commit(repo, repo.env, str(project))
+    res = compare.diff(repo, "HEAD~1", "HEAD")
+    first = res.entries[0]
+    assert first.side == "+" and res.common_prefix_turns == first.number_b - 1 == res.shared_turns
