@@ -275,7 +275,7 @@ def _print_edit(c: Ctx, res, as_json: bool) -> None:
         return
     for n in res.notes:
         c.note(n)
-    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else f"{res.changed} tool outputs"
+    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else render.count(res.changed, "tool output")
     c.out(
         f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {res.turns_after} turns, "
         f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens (saved ~{human(res.saved)}). 'opal undo' takes it back."
@@ -321,7 +321,7 @@ def squash(c: Ctx, turns: str, message: str, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.option("--tool-output-over", "over", required=True, metavar="SIZE", help="Trim tool outputs longer than this (characters; 20k, 1.5M).")
-@click.option("--keep", metavar="SIZE", help="How much of each output to keep (default: a quarter of SIZE, at least 200).")
+@click.option("--keep", metavar="SIZE", help="How much of each output to keep, below SIZE (default: a quarter of SIZE, at least 200, at most half).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
 def trim(c: Ctx, over: str, keep: str | None, as_json: bool) -> None:

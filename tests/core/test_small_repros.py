@@ -67,3 +67,45 @@ def test_diff_prefix_counts_the_turns_before_the_first_listed_difference(repo, p
     res = compare.diff(repo, "HEAD~1", "HEAD")
     first = res.entries[0]
     assert first.side == "+" and res.common_prefix_turns == first.number_b - 1 == res.shared_turns
+
+
+# ------------------------------------------------------------------------------ (b) trim
+
+
+def _tool_outputs(repo) -> list[str]:
+    out = []
+    for t in porcelain.turns(repo):
+        if t.summary.get("kind") == "tool_result":
+            shown = porcelain.show_turn(repo, porcelain.resolve(repo, "HEAD").oid, t.number)
+            out += [b.get("output") for b in shown.normal.blocks if b.get("type") == "tool_result"]
+    return [o if isinstance(o, str) else repr(o) for o in out]
+
+
+def test_trim_never_grows_the_context_nor_counts_an_output_it_left(repo, project, home):
+    """It said 'trim 4 tool outputs ... (saved ~-6)': a 242-character output became an
+    excerpt of 200 plus its marker, and three outputs under 200 were 'trimmed' unchanged."""
+    from opalgit import cleanup
+    from opalgit.errors import NothingToDoError, UsageError
+
+    porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    before = _tool_outputs(repo)
+    res = cleanup.trim(repo, 100)
+    after = _tool_outputs(repo)
+    shrunk = [(a, b) for a, b in zip(before, after) if a != b]
+    assert res.changed == len(shrunk) > 0 and res.saved > 0
+    assert all(len(b) < len(a) for a, b in shrunk)
+    porcelain.undo(repo)
+    # Keeping 90 of each: only the outputs whose excerpt and marker are shorter change.
+    res = cleanup.trim(repo, 100, keep=90)
+    shrunk = [(a, b) for a, b in zip(before, _tool_outputs(repo)) if a != b]
+    assert res.changed == len(shrunk) >= 1 and res.saved >= 0
+    assert all(len(b) < len(a) for a, b in shrunk)
+    porcelain.undo(repo)
+    with pytest.raises(UsageError, match="not below"):
+        cleanup.trim(repo, 100, keep=200)
+    longest = max(len(o) for o in before)
+    with pytest.raises(NothingToDoError, match="would get shorter"):
+        cleanup.trim(repo, longest - 1, keep=longest - 2)
+    r = opal("trim", "--tool-output-over", "100", "--keep", "90", cwd=project)
+    assert r.returncode == 0 and "saved ~-" not in r.stdout
+    assert ("trim 1 tool output:" in r.stdout) == (res.changed == 1)
