@@ -111,10 +111,15 @@ def rewind(c: Ctx, count: int | None, to: str | None) -> None:
         raise click.UsageError("give COUNT or --to REV:N (one of them)")
     repo = c.repo()
     res = porcelain.rewind(repo, count, to)
-    c.out(
-        f"[{res.branch} {render.short(res.oid, 7)}] dropped {res.dropped_turns} turn{'s' if res.dropped_turns != 1 else ''} "
-        f"({res.dropped_items} records); {res.turns} turns remain. 'opal undo' takes it back."
-    )
+    parts = []
+    if res.dropped_items or not res.taken_items:
+        parts.append(f"dropped {render.count(res.dropped_turns, 'turn')} ({render.count(res.dropped_items, 'record')})")
+    if res.taken_items:
+        # --to named a state on another line: say what came in, not a negative drop.
+        took = f"took {render.count(res.taken_turns, 'turn')} ({render.count(res.taken_items, 'record')}) from {to}"
+        parts.append(took + (f" ({res.taken_from})" if res.taken_from else ""))
+    said = ", ".join(parts)
+    c.out(f"[{res.branch} {render.short(res.oid, 7)}] {said}; {render.count(res.turns, 'turn')} {'remains' if res.turns == 1 else 'remain'}. 'opal undo' takes it back.")
     if res.warning:
         c.warn(res.warning)
 

@@ -871,10 +871,26 @@ class RewindResult:
 
     branch: str
     oid: bytes
-    dropped_turns: int
+    dropped_turns: int  # of the branch's head, not in the result
     dropped_items: int
     turns: int
     warning: str | None = None
+    taken_turns: int = 0  # in the result, not from the branch's head (rewind --to another line)
+    taken_items: int = 0
+    taken_from: str | None = None  # "claude session 5c0375b4" when that line is another session
+
+
+def _rewound_counts(repo: Repository, old: State, new: State) -> tuple[int, int, int, int]:
+    """(turns, records) of ``old`` the result left out, and (turns, records) it holds
+    that ``old`` had not: never negative, whichever state ``rewind --to`` named."""
+    shared = common_prefix(repo, old.root, new.root)
+    if shared == new.header.items:
+        shared_turns = new.header.turns
+    else:
+        # The result came from another line: count the turns of the part both share.
+        shared_turns = sum(1 for si in sequence.iter_items(repo.store, new.root, 0, shared) if si.item.is_turn)
+    return (old.header.turns - shared_turns, old.header.items - shared,
+            new.header.turns - shared_turns, new.header.items - shared)
 
 
 def rewind(repo: Repository, count: int | None = None, to: str | None = None) -> RewindResult:
@@ -919,13 +935,14 @@ def rewind(repo: Repository, count: int | None = None, to: str | None = None) ->
         if tail.get("kind") == "tool_call" and (
                 not tail.get("results") or set(tail.get("calls", ())) - set(tail.get("results", ()))):
             warning = "the last kept turn is a tool call without its result; agents treat it as interrupted"
+        dropped_turns, dropped_items, taken_turns, taken_items = _rewound_counts(repo, st, new)
+        taken_from = None
+        ns, os_ = new.header.session, st.header.session
+        if taken_items and ns is not None and (os_ is None or (ns.agent, ns.id) != (os_.agent, os_.id)):
+            taken_from = f"{ns.agent} session {ns.id[:8]}"
         return RewindResult(
-            branch,
-            oid,
-            st.header.turns - new.header.turns,
-            st.header.items - new.header.items,
-            new.header.turns,
-            warning,
+            branch, oid, dropped_turns, dropped_items, new.header.turns, warning,
+            taken_turns, taken_items, taken_from,
         )
 
 

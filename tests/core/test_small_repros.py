@@ -109,3 +109,31 @@ def test_trim_never_grows_the_context_nor_counts_an_output_it_left(repo, project
     r = opal("trim", "--tool-output-over", "100", "--keep", "90", cwd=project)
     assert r.returncode == 0 and "saved ~-" not in r.stdout
     assert ("trim 1 tool output:" in r.stdout) == (res.changed == 1)
+
+
+# ------------------------------------------------------------------------------ (c) rewind --to
+
+CODEX = os.path.join(FIXTURES, "codex", "generated", "rollout-2026-11-30T12-28-19-01a22c6d-7181-79e0-a047-a4ffeeaf6f75.jsonl")
+
+
+def test_rewind_to_another_agents_commit_says_what_it_dropped_and_took(repo, project):
+    """It printed "dropped -... turns (-20 records)": the counts were head minus result."""
+    main = porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    porcelain.switch(repo, "cx", create=True)
+    porcelain.commit(repo, repo.env, str(project), file=CODEX, agent="codex")
+    porcelain.switch(repo, "main")
+    res = porcelain.rewind(repo, to="cx:5")
+    assert (res.dropped_turns, res.dropped_items) == (main.turns, main.items)
+    assert res.taken_turns == res.turns == 5 and res.taken_items > 0
+    assert res.taken_from == "codex session 01a22c6d"
+    porcelain.undo(repo)
+    r = opal("rewind", "--to", "cx:5", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "-" not in r.stdout.split("]", 1)[1].split("'opal undo'")[0].replace("cx:5", "")
+    assert f"dropped {main.turns} turns ({main.items} records), took 5 turns" in r.stdout and "codex session 01a22c6d" in r.stdout
+    # Within the branch's own line nothing is taken and the counts are the plain drop.
+    porcelain.undo(repo)
+    res = porcelain.rewind(repo, to="HEAD:20")
+    assert (res.dropped_turns, res.taken_items, res.turns) == (main.turns - 20, 0, 20)
+    r = opal("rewind", "--to", "main~1:21", cwd=project)
+    assert r.returncode == 0 and "took 1 turn (1 record) from main~1:21; 21 turns remain" in r.stdout
