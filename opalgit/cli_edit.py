@@ -85,7 +85,7 @@ def switch(c: Ctx, name: str, create: bool, start: str) -> None:
     except NothingToDoError as exc:
         c.out(exc.message)
         return
-    c.out(f"Switched to branch {name}")
+    c.out(f"Switched to a new branch {name}" if create else f"Switched to branch {name}")
 
 
 # ------------------------------------------------------------------------------ rewind / undo / op

@@ -137,3 +137,24 @@ def test_rewind_to_another_agents_commit_says_what_it_dropped_and_took(repo, pro
     assert (res.dropped_turns, res.taken_items, res.turns) == (main.turns - 20, 0, 20)
     r = opal("rewind", "--to", "main~1:21", cwd=project)
     assert r.returncode == 0 and "took 1 turn (1 record) from main~1:21; 21 turns remain" in r.stdout
+
+
+# ------------------------------------------------------------------------------ (d) switch -c
+
+
+def test_switch_c_before_the_first_commit_works_as_in_git(repo, project):
+    """It failed with "branch main has no commits yet"; git's switch -c on an unborn
+    branch makes the new branch current, unborn too, and the next commit starts it."""
+    r = opal("switch", "-c", "feature", cwd=project)
+    assert r.returncode == 0 and "Switched to a new branch feature" in r.stdout, r.stderr
+    assert porcelain.current_branch(repo) == "feature" and porcelain.branch_head(repo, "feature") is None
+    res = porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    assert res.branch == "feature"
+    assert [b.name for b in porcelain.branches(repo)] == ["feature"]  # main was never born
+    porcelain.undo(repo)  # the commit
+    porcelain.undo(repo)  # the switch
+    assert porcelain.current_branch(repo) == "main"
+    # A start point other than HEAD still has to exist, as in git.
+    r = opal("switch", "-c", "other", "nosuch", cwd=project)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert porcelain.current_branch(repo) == "main"
