@@ -633,40 +633,35 @@ def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
     return labels
 
 
-def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None) -> list[CommitInfo]:
+def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None, *, order: str = "date") -> list[CommitInfo]:
     """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``.
 
     Never a parent before one of its children (what ``--graph`` needs), even when
-    commits share a second or clocks disagree; among commits that are ready, the
-    newest comes first, ties broken by id so the order is deterministic.
+    commits share a second or clocks disagree. ``order`` is git's: ``"date"``
+    (``--date-order``: the newest ready commit first) or ``"topo"`` (``--topo-order``,
+    what ``git log --graph`` uses: each line of history whole); ties as git breaks them
+    (see :func:`opalgit.graph.order`), so ``opal log`` and ``git log`` agree.
     """
-    import heapq
+    from . import graph
 
     starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
     labels = branch_labels(repo)
-    # The reachable graph from commit headers alone (cheap), to count children.
+    # The reachable graph from commit headers alone (cheap); states are read only for
+    # the commits shown.
     commits: dict[bytes, CommitData] = {}
-    children: dict[bytes, int] = {}
     stack = list(dict.fromkeys(starts))
     while stack:
         oid = stack.pop()
         if oid in commits:
             continue
         c = commits[oid] = repo.store.read_commit(oid)
-        for p in c.parents:
-            children[p] = children.get(p, 0) + 1
-            stack.append(p)
-    ready = [(-commits[o].committer.time, tuple(-b for b in o), o) for o in commits if children.get(o, 0) == 0]
-    heapq.heapify(ready)
-    out: list[CommitInfo] = []
-    while ready and (limit is None or len(out) < limit):
-        _, _, oid = heapq.heappop(ready)
-        out.append(commit_info(repo, oid, labels))
-        for p in commits[oid].parents:
-            children[p] -= 1
-            if children[p] == 0:
-                heapq.heappush(ready, (-commits[p].committer.time, tuple(-b for b in p), p))
-    return out
+        stack.extend(c.parents)
+    parents = {o: c.parents for o, c in commits.items()}
+    dates = {o: c.committer.time for o, c in commits.items()}
+    shown = graph.order(starts, parents, dates, order)
+    if limit is not None:
+        shown = shown[:limit]
+    return [commit_info(repo, oid, labels) for oid in shown]
 
 
 @dataclass
@@ -854,7 +849,23 @@ def branch_delete(repo: Repository, name: str, *, force: bool = False) -> bytes:
 
 
 def switch(repo: Repository, name: str, *, create: bool = False, start: str = "HEAD") -> str:
+    """Make ``name`` the current branch (``create``: a new one at ``start`` first).
+
+    As ``git switch -c`` does on an unborn branch, creating from HEAD before the first
+    commit makes the new branch the current one, unborn too: the next commit starts it.
+    """
     if create:
+        check_branch_name(name)
+        with repo.lock():
+            cur = current_branch(repo)
+            if start == "HEAD" and branch_head(repo, cur) is None:
+                if branch_head(repo, name) is not None:
+                    raise UsageError(f"branch {name} already exists", hint=f"'opal switch {name}' goes to it")
+                if cur == name:
+                    raise NothingToDoError(f"already on {name}, which has no commits yet")
+                op = oplog.new(repo, "switch", f"switch from {cur} to new branch {name} (no commits yet)", {}, head_after=name)
+                oplog.apply(repo, op)
+                return name
         branch_create(repo, name, start)
     with repo.lock():
         if branch_head(repo, name) is None:
@@ -876,10 +887,26 @@ class RewindResult:
 
     branch: str
     oid: bytes
-    dropped_turns: int
+    dropped_turns: int  # of the branch's head, not in the result
     dropped_items: int
     turns: int
     warning: str | None = None
+    taken_turns: int = 0  # in the result, not from the branch's head (rewind --to another line)
+    taken_items: int = 0
+    taken_from: str | None = None  # "claude session 5c0375b4" when that line is another session
+
+
+def _rewound_counts(repo: Repository, old: State, new: State) -> tuple[int, int, int, int]:
+    """(turns, records) of ``old`` the result left out, and (turns, records) it holds
+    that ``old`` had not: never negative, whichever state ``rewind --to`` named."""
+    shared = common_prefix(repo, old.root, new.root)
+    if shared == new.header.items:
+        shared_turns = new.header.turns
+    else:
+        # The result came from another line: count the turns of the part both share.
+        shared_turns = sum(1 for si in sequence.iter_items(repo.store, new.root, 0, shared) if si.item.is_turn)
+    return (old.header.turns - shared_turns, old.header.items - shared,
+            new.header.turns - shared_turns, new.header.items - shared)
 
 
 def rewind(repo: Repository, count: int | None = None, to: str | None = None) -> RewindResult:
@@ -924,13 +951,14 @@ def rewind(repo: Repository, count: int | None = None, to: str | None = None) ->
         if tail.get("kind") == "tool_call" and (
                 not tail.get("results") or set(tail.get("calls", ())) - set(tail.get("results", ()))):
             warning = "the last kept turn is a tool call without its result; agents treat it as interrupted"
+        dropped_turns, dropped_items, taken_turns, taken_items = _rewound_counts(repo, st, new)
+        taken_from = None
+        ns, os_ = new.header.session, st.header.session
+        if taken_items and ns is not None and (os_ is None or (ns.agent, ns.id) != (os_.agent, os_.id)):
+            taken_from = f"{ns.agent} session {ns.id[:8]}"
         return RewindResult(
-            branch,
-            oid,
-            st.header.turns - new.header.turns,
-            st.header.items - new.header.items,
-            new.header.turns,
-            warning,
+            branch, oid, dropped_turns, dropped_items, new.header.turns, warning,
+            taken_turns, taken_items, taken_from,
         )
 
 

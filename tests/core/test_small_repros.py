@@ -1,0 +1,160 @@
+"""The smaller repros of issue 19 (item 6), one regression test each, on real session files.
+
+Each was found by using opal as a new user would: a count that comes out negative or
+wrong, a message that claims what was not done, a commit that records nothing without a
+word, a secret that a later ``git add -A`` could stage.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from opalgit import compare, porcelain
+from opalgit.repo import Repository
+from tests.conftest import FIXTURES, opal
+from tests.core.test_porcelain import grow, place
+
+# A session the real Claude Code CLI wrote (against a mock model server): 61 records, the
+# last three of them bookkeeping (last-prompt, mode, ...), not turns.
+CLAUDE = os.path.join(FIXTURES, "claude", "generated", "7c83c109-bd8e-4995-ab21-c69c5256ec0d.jsonl")
+
+
+@pytest.fixture
+def repo(project, home):
+    porcelain.init(str(project))
+    r = Repository.discover(str(project))
+    r.env = {"HOME": str(home)}
+    return r
+
+
+def lines_of(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
+# ------------------------------------------------------------------------------ (a) diff
+
+
+def test_diff_of_states_whose_turns_are_all_equal_says_so(repo, project, home):
+    """Only bookkeeping records differ: the common prefix is every turn, not the turns
+    before the first differing leaf (it said "32 turns in common (23 before the first
+    difference)")."""
+    path = place(home, project, source=CLAUDE, lines=58)
+    first = porcelain.commit(repo, repo.env, str(project))
+    grow(path, source=CLAUDE, start=58)
+    second = porcelain.commit(repo, repo.env, str(project))
+    assert second.turns == first.turns and second.items > first.items
+    res = compare.diff(repo, "HEAD~1", "HEAD")
+    assert not res.entries
+    assert res.common_prefix_turns == res.shared_turns == first.turns
+    assert res.hidden_records == second.items - first.items
+    r = opal("diff", "HEAD~1", "HEAD", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert f"{first.turns} turns in common; no turn differs" in r.stdout
+    assert "before the first difference" not in r.stdout
+    assert f"{second.items - first.items} bookkeeping records of the agent differ (--all lists them)" in r.stdout
+    listed = compare.diff(repo, "HEAD~1", "HEAD", include_meta=True)
+    assert len(listed.entries) == second.items - first.items and listed.common_prefix_turns == first.turns
+
+
+def test_diff_prefix_counts_the_turns_before_the_first_listed_difference(repo, project, home):
+    path = place(home, project, source=CLAUDE, lines=40)
+    porcelain.commit(repo, repo.env, str(project))
+    grow(path, source=CLAUDE, start=40)
+    porcelain.commit(repo, repo.env, str(project))
+    res = compare.diff(repo, "HEAD~1", "HEAD")
+    first = res.entries[0]
+    assert first.side == "+" and res.common_prefix_turns == first.number_b - 1 == res.shared_turns
+
+
+# ------------------------------------------------------------------------------ (b) trim
+
+
+def _tool_outputs(repo) -> list[str]:
+    out = []
+    for t in porcelain.turns(repo):
+        if t.summary.get("kind") == "tool_result":
+            shown = porcelain.show_turn(repo, porcelain.resolve(repo, "HEAD").oid, t.number)
+            out += [b.get("output") for b in shown.normal.blocks if b.get("type") == "tool_result"]
+    return [o if isinstance(o, str) else repr(o) for o in out]
+
+
+def test_trim_never_grows_the_context_nor_counts_an_output_it_left(repo, project, home):
+    """It said 'trim 4 tool outputs ... (saved ~-6)': a 242-character output became an
+    excerpt of 200 plus its marker, and three outputs under 200 were 'trimmed' unchanged."""
+    from opalgit import cleanup
+    from opalgit.errors import NothingToDoError, UsageError
+
+    porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    before = _tool_outputs(repo)
+    res = cleanup.trim(repo, 100)
+    after = _tool_outputs(repo)
+    shrunk = [(a, b) for a, b in zip(before, after) if a != b]
+    assert res.changed == len(shrunk) > 0 and res.saved > 0
+    assert all(len(b) < len(a) for a, b in shrunk)
+    porcelain.undo(repo)
+    # Keeping 90 of each: only the outputs whose excerpt and marker are shorter change.
+    res = cleanup.trim(repo, 100, keep=90)
+    shrunk = [(a, b) for a, b in zip(before, _tool_outputs(repo)) if a != b]
+    assert res.changed == len(shrunk) >= 1 and res.saved >= 0
+    assert all(len(b) < len(a) for a, b in shrunk)
+    porcelain.undo(repo)
+    with pytest.raises(UsageError, match="not below"):
+        cleanup.trim(repo, 100, keep=200)
+    longest = max(len(o) for o in before)
+    with pytest.raises(NothingToDoError, match="would get shorter"):
+        cleanup.trim(repo, longest - 1, keep=longest - 2)
+    r = opal("trim", "--tool-output-over", "100", "--keep", "90", cwd=project)
+    assert r.returncode == 0 and "saved ~-" not in r.stdout
+    assert ("trim 1 tool output:" in r.stdout) == (res.changed == 1)
+
+
+# ------------------------------------------------------------------------------ (c) rewind --to
+
+CODEX = os.path.join(FIXTURES, "codex", "generated", "rollout-2026-11-30T12-28-19-01a22c6d-7181-79e0-a047-a4ffeeaf6f75.jsonl")
+
+
+def test_rewind_to_another_agents_commit_says_what_it_dropped_and_took(repo, project):
+    """It printed "dropped -... turns (-20 records)": the counts were head minus result."""
+    main = porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    porcelain.switch(repo, "cx", create=True)
+    porcelain.commit(repo, repo.env, str(project), file=CODEX, agent="codex")
+    porcelain.switch(repo, "main")
+    res = porcelain.rewind(repo, to="cx:5")
+    assert (res.dropped_turns, res.dropped_items) == (main.turns, main.items)
+    assert res.taken_turns == res.turns == 5 and res.taken_items > 0
+    assert res.taken_from == "codex session 01a22c6d"
+    porcelain.undo(repo)
+    r = opal("rewind", "--to", "cx:5", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "-" not in r.stdout.split("]", 1)[1].split("'opal undo'")[0].replace("cx:5", "")
+    assert f"dropped {main.turns} turns ({main.items} records), took 5 turns" in r.stdout and "codex session 01a22c6d" in r.stdout
+    # Within the branch's own line nothing is taken and the counts are the plain drop.
+    porcelain.undo(repo)
+    res = porcelain.rewind(repo, to="HEAD:20")
+    assert (res.dropped_turns, res.taken_items, res.turns) == (main.turns - 20, 0, 20)
+    r = opal("rewind", "--to", "main~1:21", cwd=project)
+    assert r.returncode == 0 and "took 1 turn (1 record) from main~1:21; 21 turns remain" in r.stdout
+
+
+# ------------------------------------------------------------------------------ (d) switch -c
+
+
+def test_switch_c_before_the_first_commit_works_as_in_git(repo, project):
+    """It failed with "branch main has no commits yet"; git's switch -c on an unborn
+    branch makes the new branch current, unborn too, and the next commit starts it."""
+    r = opal("switch", "-c", "feature", cwd=project)
+    assert r.returncode == 0 and "Switched to a new branch feature" in r.stdout, r.stderr
+    assert porcelain.current_branch(repo) == "feature" and porcelain.branch_head(repo, "feature") is None
+    res = porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    assert res.branch == "feature"
+    assert [b.name for b in porcelain.branches(repo)] == ["feature"]  # main was never born
+    porcelain.undo(repo)  # the commit
+    porcelain.undo(repo)  # the switch
+    assert porcelain.current_branch(repo) == "main"
+    # A start point other than HEAD still has to exist, as in git.
+    r = opal("switch", "-c", "other", "nosuch", cwd=project)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert porcelain.current_branch(repo) == "main"
