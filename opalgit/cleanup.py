@@ -8,6 +8,7 @@ the estimated tokens it saved.
 
 from __future__ import annotations
 
+import re
 
 from . import adapters, codec, oplog, sequence
 from .errors import NothingToDoError, RevisionError, UsageError
@@ -31,6 +32,7 @@ from .structs import dataclass, field
 from .tokens import estimate
 
 EXCERPT_MARK = "[opal: {cut} characters of this tool output were trimmed; {kept} kept]"
+_MARK_RE = re.compile(r"\[opal: \d+ characters of this tool output were trimmed; \d+ kept\]")
 
 
 @dataclass
@@ -262,7 +264,9 @@ def excerpt(text: str, limit: int) -> str:
 def _shorter(text: str, over: int, keep: int) -> str | None:
     """The excerpt that replaces ``text``, or None: too short to trim, or an excerpt (with
     its marker) that would not be shorter than the text itself."""
-    if len(text) <= over:
+    # An excerpt already: its own marker does not count, or every trim at this size
+    # would cut the last one's excerpt again (and lose what its marker said).
+    if len(text) - sum(len(m.group(0)) + 2 for m in _MARK_RE.finditer(text)) <= over:
         return None
     cut = excerpt(text, keep)
     return cut if len(cut) < len(text) else None
@@ -304,12 +308,6 @@ def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
             payloads: dict[bytes, bytes] = {}
             canon = replaced[0].encode(payloads)
             item = Item(codec.digest(canon), canon, summarize(replaced[1]), payloads=payloads)
-            if item.id == it.id:
-                # An excerpt already (a second trim at the same size): cut again, it
-                # is the same record, and a commit of it would change nothing.
-                new_items.append(it)
-                index += 1
-                continue
             chars_delta += int(item.summary.get("chars", 0)) - int(it.summary.get("chars", 0))
             new_items.append(item)
             changed += 1

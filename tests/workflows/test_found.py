@@ -26,15 +26,18 @@ def setup(tmp_path, monkeypatch):
 
 def test_a_second_trim_at_the_same_size_writes_no_commit(setup):
     # Found as: trim(over=100), trim(over=400), trim(over=400), trim(over=100). The
-    # last trim cut the excerpt the first one left to the same excerpt, counted it as
-    # trimmed, and wrote a commit that changed no turn.
+    # last trim cut the excerpt the first one left again (its marker made it longer
+    # than the size), counted it as trimmed and wrote a commit: at first one that
+    # changed no turn; once an excerpt kept less, one that cut the excerpt again and
+    # lost what its marker said. An excerpt's own marker does not count now.
     agent, repo, env, project = setup
     live = agent.new_claude("parallel")
     porcelain.commit(repo, env, project, file=live.path)
     first = cleanup.trim(repo, 100)
     assert first.changed
-    with pytest.raises(NothingToDoError):
-        cleanup.trim(repo, 100)
+    for over in (400, 100):
+        with pytest.raises(NothingToDoError):
+            cleanup.trim(repo, over)
     assert porcelain.branch_head(repo, "main") == first.oid
 
 
