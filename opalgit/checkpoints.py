@@ -11,9 +11,19 @@ came from. A commit of that session, on a branch still at that state, whose file
 still begins with those bytes, keeps the state's records for the file's first
 lines and adds only what follows (:func:`porcelain.commit`).
 
-Checkpoints are local hints, one small JSON file per exported session file under
-``<git-common-dir>/opal/exports/``; deleting them costs only storage. Nothing in
-them is trusted without the checks above.
+Every export leaves one, one-for-one or not (``records`` 0: none of the file's
+records stands for a stored one): it is also how a commit knows that a session
+file was written by opal, and from which state. A branch whose head is detached
+(rewound, branched at a turn) refuses, unless named with ``--session``, a session
+opal exported from another state, which may hold the turns the branch left out
+(:func:`porcelain._detached_refusal`).
+
+Checkpoints describe files, not branches: ``opal undo`` of an export gives the
+branch back the session it tracked, and the file and its checkpoint stay (the file
+still holds what opal wrote). They are local, one small JSON file per exported
+session file under ``<git-common-dir>/opal/exports/``; deleting them costs storage
+and that protection for the files concerned. Nothing in them is trusted without
+the checks above.
 """
 
 from __future__ import annotations
@@ -26,8 +36,9 @@ from .adapters.base import begins_with
 from .fileio import keep_newest, replace_atomically
 from .structs import dataclass
 
-#: Checkpoints kept (the newest by time); an older one is rarely resumed.
-KEEP = 64
+#: Checkpoints kept (the newest by time): each is a few hundred bytes, and each
+#: protects a rewound branch from the file it names, so they are many.
+KEEP = 1024
 
 
 @dataclass(frozen=True)
@@ -36,7 +47,7 @@ class Checkpoint:
     session: str
     path: str
     size: int  # bytes written
-    records: int  # records written, one per stored record of ``state``
+    records: int  # records written, one per stored record of ``state`` (0: not one for one)
     tail: bytes  # SHA-256 of the last TAIL_WINDOW bytes, as tail_hash computes it
     state: bytes  # the state commit exported
 

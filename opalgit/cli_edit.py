@@ -180,6 +180,7 @@ def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
                     "user": o.user,
                     "undoes": o.undoes.hex() if o.undoes else None,
                     "changes": {n: [a.hex() if a else None, b.hex() if b else None] for n, (a, b) in o.changes.items()},
+                    "sessions": {n: [a, b] for n, (a, b) in o.sessions.items()},
                     "head": list(o.head),
                 }
                 for o in ops
@@ -216,9 +217,10 @@ def _parse_takes(takes: tuple[str, ...]) -> dict[int, str]:
 @click.option("--continue", "continuing", is_flag=True, help="Finish a merge that stopped on conflicts.")
 @click.option("--abort", "aborting", is_flag=True, help="Forget a merge that stopped on conflicts.")
 @click.option("-m", "--message", help="Message of the merge commit.")
+@click.option("--force", is_flag=True, help="Merge even if it leaves out turns of the current branch.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
-def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...], continuing: bool, aborting: bool, message: str | None, as_json: bool) -> None:
+def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...], continuing: bool, aborting: bool, message: str | None, force: bool, as_json: bool) -> None:
     """Merge another line of context into the current branch (three-way, against the merge base).
 
     When both sides only added turns, the result keeps the shared turns, then this
@@ -227,6 +229,12 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
     differently on both sides is a conflict: the merge stops, 'opal status' lists the
     conflicts, and you choose per conflict (--continue --take N=ours) or for all
     (--strategy). Every tool call in the result keeps its result.
+
+    A merge never leaves out a turn of the current branch unless you pass --force:
+    not by fast-forwarding to a branch that lacks some (one rewound, or branched at
+    an earlier turn), nor by taking the other side's removal of some. A branch made
+    at an earlier turn (opal branch NAME REV:N) merges against that turn: the
+    current branch's later turns are its own, kept.
 
     \b
     Examples:
@@ -245,7 +253,8 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
     if not continuing and rev is None:
         raise click.UsageError("give a REV to merge, or --continue / --abort")
     try:
-        res = merging.merge(repo, rev, strategy=strategy, message=message, choices=_parse_takes(takes), continuing=continuing)
+        res = merging.merge(repo, rev, strategy=strategy, message=message, choices=_parse_takes(takes),
+                            continuing=continuing, force=force)
     except NothingToDoError as exc:
         if as_json:
             c.json({"result": "up-to-date", "message": exc.message})
@@ -255,8 +264,10 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
     if as_json:
         c.json(res.to_json())
         return
+    left_out = (f"; {res.removed} of {res.branch}'s turns left out (--force), 'opal undo' takes it back"
+                if res.removed else "")
     if res.kind == "fast-forward":
-        c.out(f"Fast-forwarded {res.branch} to {res.theirs} ({render.short(res.oid or b'', 7)})")
+        c.out(f"Fast-forwarded {res.branch} to {res.theirs} ({render.short(res.oid or b'', 7)}){left_out}")
         return
     if res.kind == "conflicts":
         c.out(c.style(f"Merge of {res.theirs} into {res.branch} stopped on {len(res.conflicts)} conflict(s):", fg="red", bold=True))
@@ -266,7 +277,7 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
             c.out(f"  conflict {v.index}: base had {len(v.base)} turns; ours: {side(v.ours)}; theirs: {side(v.theirs)}")
         c.out("Choose per conflict: opal merge --continue --take N=ours|theirs|both|base, or --strategy; or opal merge --abort")
         raise click.exceptions.Exit(1)
-    c.out(f"[{res.branch} {render.short(res.oid or b'', 7)}] merged {res.theirs}: {res.added_from_theirs} turns from it")
+    c.out(f"[{res.branch} {render.short(res.oid or b'', 7)}] merged {res.theirs}: {res.added_from_theirs} turns from it{left_out}")
     for r in res.repairs:
         c.note(r)
 

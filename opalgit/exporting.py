@@ -18,7 +18,7 @@ from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport, 
 from .budget import fit
 from .errors import ConflictError, UsageError
 from .fileio import create_temp, folder_problem, replace_atomically
-from .porcelain import load_state, normals_of, resolve, turn_item_index, turn_of
+from .porcelain import load_state, normals_of, record_export, resolve, turn_item_index, turn_of
 from .states import side_files
 from .repo import Repository
 from .structs import dataclass
@@ -152,10 +152,11 @@ def export(
             note = step()
             if note:
                 report.note(note)
-        if branch is not None:
-            with repo.lock():
-                repo.config_set(f"branch.{branch}.session", f"{adapter.name}:{result.session_id}")
-                _checkpoint(repo, adapter.name, session, result, report, oid, len(turns), budget)
+        with repo.lock():
+            _checkpoint(repo, adapter.name, session, result, report, oid, len(turns), budget)
+            if branch is not None:
+                # An operation: 'opal undo' gives the branch back the session it tracked.
+                record_export(repo, branch, adapter.name, result.session_id, oid, rev)
     return ExportOutcome(
         agent=adapter.name,
         rev=rev,
@@ -209,23 +210,25 @@ def _chars(t: ExportTurn) -> int:
 
 def _checkpoint(repo: Repository, agent: str, session, result: ExportResult, report: LossReport, state: bytes,
                 records: int, budget: int | None) -> None:
-    """Remember an export that wrote one line per stored record, in order, to the same
-    agent: committing the resumed session then stores only its new turns."""
+    """Remember the session file an export wrote and the state it came from: a commit
+    on a rewound branch then knows the file holds that state's turns
+    (:mod:`checkpoints`). When the export wrote one line per stored record, in order,
+    to the same agent, committing the resumed session also stores only its new turns."""
+    if not result.files:
+        return
     # Every record must be written one for one (lines the exporter adds after them,
     # such as a result for a call left open, are the resumed session's first new ones).
-    if (
-        budget is not None
-        or session is None
-        or getattr(session, "agent", None) != agent
-        or not result.files
-        or not records
-        or result.prefix != records
-    ):
-        return
+    one_for_one = (
+        budget is None
+        and session is not None
+        and getattr(session, "agent", None) == agent
+        and records > 0
+        and result.prefix == records
+    )
     path, data = result.files[0]
     checkpoints.save(repo.opal_dir, checkpoints.Checkpoint(
-        agent=agent, session=result.session_id, path=os.path.abspath(path), size=len(data), records=records,
-        tail=tail_digest(data), state=state,
+        agent=agent, session=result.session_id, path=os.path.abspath(path), size=len(data),
+        records=records if one_for_one else 0, tail=tail_digest(data), state=state,
     ))
 
 

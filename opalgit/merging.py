@@ -59,7 +59,7 @@ class MergeOutcome:
     conflicts: list[ConflictView] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     added_from_theirs: int = 0
-    removed: int = 0
+    removed: int = 0  # turns of the branch left out (only with force)
 
     def to_json(self) -> dict:
         return {
@@ -70,6 +70,7 @@ class MergeOutcome:
             "conflicts": [c.to_json() for c in self.conflicts],
             "repairs": self.repairs,
             "turns_from_theirs": self.added_from_theirs,
+            "turns_left_out": self.removed,
         }
 
 
@@ -128,12 +129,21 @@ def merge(
     message: str | None = None,
     choices: dict[int, str] | None = None,
     continuing: bool = False,
+    force: bool = False,
 ) -> MergeOutcome:
+    """Merge ``rev`` (or the merge in progress) into the current branch.
+
+    Never leaves out a turn of the current branch without ``force``: a fast-forward
+    to a state that does not begin with all of this branch's records, or a merge
+    that takes the other side's removal of some of them, stops with an error that
+    says how many turns and asks for ``force``.
+    """
     if strategy is not None and strategy not in CHOICES:
         raise UsageError(f"unknown strategy {strategy!r}", hint="use ours, theirs or both")
     with repo.lock():
         branch = current_branch(repo)
         pending = _load_merge_state(repo)
+        theirs_branch: str | None = None
         if continuing:
             if pending is None:
                 raise UsageError("no merge in progress")
@@ -161,74 +171,182 @@ def merge(
             ours = branch_head(repo, branch)
             if ours is None:
                 raise RevisionError(f"branch {branch} has no commits yet", hint="run 'opal commit' first")
-            theirs, name = target.oid, rev
+            theirs, name, theirs_branch = target.oid, rev, target.branch
         base = _merge_base(repo, ours, theirs)
         if base is None:
             raise UsageError(
                 f"{name} and {branch} have no common history",
                 hint=f"export one of them ('{command('opal', 'export', name, '--to', 'AGENT')}') and continue there instead",
             )
+        so, st = load_state(repo, ours), load_state(repo, theirs)
         if base == theirs:
-            raise NothingToDoError(f"already up to date: {branch} contains {name}")
-        if base == ours:
-            op = oplog.new(repo, "merge", f"fast-forward {branch} to {name}", {branch_ref(branch): (ours, theirs)})
-            oplog.apply(repo, op)
-            return MergeOutcome(branch, name, "fast-forward", theirs)
-
-        sb, so, st = load_state(repo, base), load_state(repo, ours), load_state(repo, theirs)
-        prefix = min(common_prefix(repo, sb.root, so.root), common_prefix(repo, sb.root, st.root))
-        b_items, o_items, t_items = _suffix(repo, sb, prefix), _suffix(repo, so, prefix), _suffix(repo, st, prefix)
-        result = merge3([i.id for i in b_items], [i.id for i in o_items], [i.id for i in t_items])
-        choices = dict(choices or {})
-        if strategy is not None:
-            for c in result.conflicts:
-                choices.setdefault(c.index, strategy)
-        views = [
-            ConflictView(
-                c.index,
-                _describe(b_items, *c.base),
-                _describe(o_items, *c.ours),
-                _describe(t_items, *c.theirs),
-                choices.get(c.index),
+            if _begins_with(repo, so, st):
+                raise NothingToDoError(f"already up to date: {branch} contains {name}")
+            raise NothingToDoError(
+                f"already up to date: {branch} descends from {name}, and leaves out {_turns_left_out(repo, st, so)} "
+                f"of its turns on purpose (a branch at an earlier turn, a rewind, an edit)"
             )
-            for c in result.conflicts
-        ]
-        unresolved = [c for c in result.conflicts if c.index not in choices]
-        if unresolved:
-            _save_merge_state(
-                repo,
-                {"branch": branch, "ours": ours, "theirs": theirs, "name": name, "message": message,
-                 "choices": {str(k): v for k, v in choices.items()}},
-            )
-            return MergeOutcome(branch, name, "conflicts", None, views)
+        # "Ahead" by turns, not by commits alone: a state that descends from ours by
+        # commits may hold fewer turns (a rewind, a branch at an earlier turn).
+        content = _content_base(repo, base, (ours, so), (theirs, st))
+        if content == ours and _begins_with(repo, st, so):
+            return _fast_forward(repo, branch, name, so, st, theirs_branch, force)
+        if _begins_with(repo, so, st):
+            if force and base == ours:
+                return _fast_forward(repo, branch, name, so, st, theirs_branch, force)
+            raise _up_to_date(branch, name, so, st, can_force=base == ours)
+        if content == ours:
+            return _fast_forward(repo, branch, name, so, st, theirs_branch, force)  # refused without force
+        return _three_way(repo, branch, name, content, so, st, strategy, choices, message, force)
 
-        merged = _assemble(result, choices, b_items, o_items, t_items, name, branch, so, prefix)
-        items, repairs = _repair_pairs(repo, so, prefix, merged)
-        root = sequence.splice(repo.store, so.root, prefix, so.header.items, items)
-        all_suffix = items
-        prefix_items = [si.item for si in sequence.iter_items(repo.store, so.root, 0, prefix)] if prefix else []
-        turns = sum(1 for it in prefix_items if it.is_turn) + sum(1 for it in all_suffix if it.is_turn)
-        chars = sum(int(it.summary.get("chars", 0)) for it in prefix_items + all_suffix)
-        header = StateHeader(
-            session=so.header.session,
-            items=prefix + len(items),
-            turns=turns,
-            source=so.header.source,
-            new_items=(prefix, prefix + len(items)),
-            chars=chars,
-            extra={"detached": "merged", "merged": name},
+
+def _begins_with(repo: Repository, whole: State, part: State) -> bool:
+    """Whether ``whole``'s records begin with every record of ``part`` (by id)."""
+    return common_prefix(repo, whole.root, part.root) == part.header.items <= whole.header.items
+
+
+def _up_to_date(branch: str, name: str, so: State, st: State, *, can_force: bool) -> NothingToDoError:
+    """Ours holds every record of theirs, which is not its ancestor (a branch at an
+    earlier turn, a rewind): nothing to bring in, and no reason to move back unasked."""
+    fewer = so.header.turns - st.header.turns
+    if fewer <= 0:
+        return NothingToDoError(f"already up to date: {branch} holds all {st.header.turns} turns of {name}")
+    # One line (the CLI prints a NothingToDoError's message alone): what is, and the
+    # command for the move a fast-forward by commits alone would have made.
+    move = command("opal", "merge", "--force", name) if can_force else command("opal", "rewind", "--to", name)
+    return NothingToDoError(
+        f"already up to date: {branch} holds all {st.header.turns} turns of {name} and {fewer} more; "
+        f"to move {branch} back to {name}'s {st.header.turns} turns, run '{move}'"
+    )
+
+
+def _content_base(repo: Repository, base: bytes, ours: tuple[bytes, State], theirs: tuple[bytes, State]) -> bytes:
+    """The merge base by content: ``base`` (the commits' merge base), or a state
+    branched at an earlier turn between it and one side's tip.
+
+    ``opal branch NAME REV:N`` writes the first N turns of REV as a child of REV (so
+    that REV stays reachable): by commits, REV is then an ancestor of the new branch,
+    which looks ahead of it while it holds fewer turns. The branched state, not REV,
+    is what both lines of work share; when its records begin the other side's, it is
+    the base: the turns REV had after N are the other side's own, not removed.
+    """
+    found: list[tuple[int, bytes]] = []
+    for (tip, _state), (_other_tip, other) in ((ours, theirs), (theirs, ours)):
+        oid: bytes | None = tip
+        while oid is not None and oid != base:
+            st = load_state(repo, oid)
+            if st.header.extra.get("detached") == "branched":
+                if _begins_with(repo, other, st):
+                    found.append((st.header.items, oid))
+                break
+            oid = st.commit.parents[0] if st.commit.parents else None
+    # Both sides may have one (each branched from the other): the later cut shares more.
+    return max(found)[1] if found else base
+
+
+def _fast_forward(repo: Repository, branch: str, name: str, so: State, st: State, theirs_branch: str | None,
+                  force: bool) -> MergeOutcome:
+    """Move ``branch`` to ``name``'s state, which descends from it; only with ``force``
+    when that state does not begin with all of this branch's records."""
+    assert so.oid is not None and st.oid is not None
+    lost = _turns_left_out(repo, so, st)
+    if lost and not force:
+        raise UsageError(
+            f"fast-forwarding {branch} to {name} would leave out {lost} of {branch}'s {so.header.turns} turns "
+            f"({name} has {st.header.turns}; it was rewound or edited since it left {branch})",
+            hint=f"to move {branch} there anyway ('opal undo' takes it back), run "
+                 f"'{command('opal', 'merge', '--force', name)}'",
         )
-        msg = message or f"merge {name} into {branch}\n"
-        oid = write_state(repo, header, root, [ours, theirs], msg)
-        op = oplog.new(repo, "merge", f"merge {name} into {branch}", {branch_ref(branch): (ours, oid)})
-        oplog.apply(repo, op)
-        try:
-            os.unlink(_state_path(repo))
-        except FileNotFoundError:
-            pass
-        taken = {it.id for p in result.resolved(choices) if p.source == "theirs" for it in t_items[p.start : p.end]}
-        from_theirs = sum(1 for it in items if it.is_turn and it.id in taken)
-        return MergeOutcome(branch, name, "merged", oid, views, repairs, from_theirs)
+    # The branch becomes the other's state: it continues the session that one does.
+    session = oplog.tracked(repo, theirs_branch) if theirs_branch else None
+    if session is None and st.header.session is not None:
+        session = f"{st.header.session.agent}:{st.header.session.id}"
+    op = oplog.new(repo, "merge", f"fast-forward {branch} to {name}", {branch_ref(branch): (so.oid, st.oid)},
+                   sessions=oplog.tracking_change(repo, branch, session))
+    oplog.apply(repo, op)
+    return MergeOutcome(branch, name, "fast-forward", st.oid, removed=lost)
+
+
+def _turns_left_out(repo: Repository, so: State, st: State, spared: set[bytes] = frozenset()) -> int:  # type: ignore[assignment]
+    """How many of ``so``'s turns ``st`` does not hold (by id), not counting ``spared``."""
+    start = common_prefix(repo, so.root, st.root)
+    kept = {si.item.id for si in sequence.iter_items(repo.store, st.root, start)}
+    return sum(
+        1 for si in sequence.iter_items(repo.store, so.root, start)
+        if si.item.is_turn and si.item.id not in kept and si.item.id not in spared
+    )
+
+
+def _three_way(repo: Repository, branch: str, name: str, base: bytes, so: State, st: State, strategy: str | None,
+               choices: dict[int, str] | None, message: str | None, force: bool) -> MergeOutcome:
+    ours, theirs = so.oid, st.oid
+    assert ours is not None and theirs is not None
+    sb = load_state(repo, base)
+    prefix = min(common_prefix(repo, sb.root, so.root), common_prefix(repo, sb.root, st.root))
+    b_items, o_items, t_items = _suffix(repo, sb, prefix), _suffix(repo, so, prefix), _suffix(repo, st, prefix)
+    result = merge3([i.id for i in b_items], [i.id for i in o_items], [i.id for i in t_items])
+    choices = dict(choices or {})
+    if strategy is not None:
+        for c in result.conflicts:
+            choices.setdefault(c.index, strategy)
+    views = [
+        ConflictView(
+            c.index,
+            _describe(b_items, *c.base),
+            _describe(o_items, *c.ours),
+            _describe(t_items, *c.theirs),
+            choices.get(c.index),
+        )
+        for c in result.conflicts
+    ]
+    unresolved = [c for c in result.conflicts if c.index not in choices]
+    if unresolved:
+        _save_merge_state(
+            repo,
+            {"branch": branch, "ours": ours, "theirs": theirs, "name": name, "message": message,
+             "choices": {str(k): v for k, v in choices.items()}},
+        )
+        return MergeOutcome(branch, name, "conflicts", None, views)
+
+    merged = _assemble(result, choices, b_items, o_items, t_items, name, branch, so, prefix)
+    items, repairs = _repair_pairs(repo, so, prefix, merged)
+    # Our side of a conflict resolved for theirs or the base is left out by choice.
+    chosen = {o_items[i].id for c in result.conflicts if choices.get(c.index) in ("theirs", "base")
+              for i in range(*c.ours)}
+    kept = {it.id for it in items}
+    lost = sum(1 for it in o_items if it.is_turn and it.id not in kept and it.id not in chosen)
+    if lost and not force:
+        raise UsageError(
+            f"merging {name} into {branch} would leave out {lost} of {branch}'s turns, which {name} "
+            "dropped or rewound past",
+            hint="to merge anyway ('opal undo' takes it back), run '"
+                 + (command("opal", "merge", "--continue", "--force") if _load_merge_state(repo) is not None
+                    else command("opal", "merge", "--force", name)) + "'",
+        )
+    root = sequence.splice(repo.store, so.root, prefix, so.header.items, items)
+    prefix_items = [si.item for si in sequence.iter_items(repo.store, so.root, 0, prefix)] if prefix else []
+    turns = sum(1 for it in prefix_items if it.is_turn) + sum(1 for it in items if it.is_turn)
+    chars = sum(int(it.summary.get("chars", 0)) for it in prefix_items + items)
+    header = StateHeader(
+        session=so.header.session,
+        items=prefix + len(items),
+        turns=turns,
+        source=so.header.source,
+        new_items=(prefix, prefix + len(items)),
+        chars=chars,
+        extra={"detached": "merged", "merged": name},
+    )
+    msg = message or f"merge {name} into {branch}\n"
+    oid = write_state(repo, header, root, [ours, theirs], msg)
+    op = oplog.new(repo, "merge", f"merge {name} into {branch}", {branch_ref(branch): (ours, oid)})
+    oplog.apply(repo, op)
+    try:
+        os.unlink(_state_path(repo))
+    except FileNotFoundError:
+        pass
+    taken = {it.id for p in result.resolved(choices) if p.source == "theirs" for it in t_items[p.start : p.end]}
+    from_theirs = sum(1 for it in items if it.is_turn and it.id in taken)
+    return MergeOutcome(branch, name, "merged", oid, views, repairs, from_theirs, lost)
 
 
 def abort(repo: Repository) -> str:

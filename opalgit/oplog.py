@@ -1,8 +1,12 @@
 """The operation log: every command that changes refs records an operation, so any of them can be undone.
 
 An operation is a git commit on ``refs/opal/oplog`` whose tree holds one blob, ``op``:
-the command, when and by whom, and each ref it changed with its value before and
-after. Its first parent is the previous operation; its other parents are the state
+the command, when and by whom, each ref it changed with its value before and after,
+and each branch whose tracked session (``branch.NAME.session`` in opal's config) it
+changed, before and after. A branch is its head ref and the session it tracks (a
+state's header says whether it is detached; an export checkpoint describes a file
+opal wrote, not a branch): an operation records every one of them it changes, and
+``opal undo`` restores them all. Its first parent is the previous operation; its other parents are the state
 commits that the operation moved refs away from, so ``git gc`` can never delete a
 state that ``opal undo`` may bring back (the same idea as jj's keep refs).
 
@@ -40,6 +44,8 @@ class Operation:
     undoes: bytes | None = None  # the operation this one undid
     parent: bytes | None = None
     extra: dict = field(default_factory=dict)
+    # branch -> (tracked session before, after), each "agent:id" or None
+    sessions: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         body = {
@@ -53,6 +59,10 @@ class Operation:
         }
         if self.undoes is not None:
             body["undoes"] = self.undoes
+        if self.sessions:
+            # Only when one changed: an operation written before this key existed, or
+            # one that tracks nothing new, encodes as it always did.
+            body["sessions"] = [[name, old, new] for name, (old, new) in sorted(self.sessions.items())]
         return codec.pack_canonical("op", body)
 
     @staticmethod
@@ -70,9 +80,42 @@ class Operation:
                 undoes=body.get("undoes"),
                 parent=parent,
                 extra=dict(body.get("extra") or {}),
+                sessions={str(n): (_opt_str(o), _opt_str(w)) for n, o, w in body.get("sessions") or ()},
             )
         except (KeyError, TypeError, ValueError, IndexError):
             raise CorruptObjectError(f"operation {oid.hex()[:12]} is malformed") from None
+
+
+def _opt_str(value) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError("a tracked session is a string")
+    return value
+
+
+def tracked(repo: Repository, branch: str) -> str | None:
+    """The session ``branch`` tracks, as its config holds it (``agent:id``), or None."""
+    value = repo.config_get(f"branch.{branch}.session")
+    return value or None
+
+
+def tracking_change(repo: Repository, branch: str, value: str | None) -> dict[str, tuple[str | None, str | None]]:
+    """What making ``branch`` track ``value`` changes (nothing when it already does),
+    in the form :attr:`Operation.sessions` takes."""
+    now = tracked(repo, branch)
+    return {} if now == value else {branch: (now, value)}
+
+
+def _write_tracking(repo: Repository, sessions: dict[str, tuple[str | None, str | None]]) -> None:
+    for branch, (_old, value) in sorted(sessions.items()):
+        key = f"branch.{branch}.session"
+        if value is not None:
+            repo.config_set(key, value)
+        elif repo.config_get(key) is not None:
+            cfg = repo.config
+            try:
+                del cfg[key]
+            except KeyError:
+                pass
 
 
 def apply(
@@ -117,12 +160,26 @@ def apply(
     store.settle()
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])
+    # After the refs, like the current branch: a crash in between leaves the branch
+    # tracking the session it tracked before, which a commit names and corrects.
+    _write_tracking(repo, op.sessions)
     op.oid = oid
     op.parent = prev
     return op
 
 
-def new(repo: Repository, command: str, description: str, changes: dict[str, Change], head_after: str | None = None, **extra) -> Operation:
+def new(
+    repo: Repository,
+    command: str,
+    description: str,
+    changes: dict[str, Change],
+    head_after: str | None = None,
+    *,
+    sessions: dict[str, tuple[str | None, str | None]] | None = None,
+    **extra,
+) -> Operation:
+    """An operation to :func:`apply`: ``changes`` to refs, ``sessions`` to the branches'
+    tracked sessions (see :func:`tracking_change`)."""
     head = repo.refs.head_branch()
     sig = repo.signature()
     return Operation(
@@ -134,6 +191,7 @@ def new(repo: Repository, command: str, description: str, changes: dict[str, Cha
         changes=changes,
         head=(head, head_after or head),
         extra=extra,
+        sessions=dict(sessions or {}),
     )
 
 
@@ -181,22 +239,33 @@ def undo_target(repo: Repository) -> Operation:
     raise NothingToDoError("nothing to undo", hint="see 'opal op log'")
 
 
+def _changed_since(target: Operation, what: str) -> ConflictError:
+    return ConflictError(
+        f"{what} has changed since operation {target.oid.hex()[:10] if target.oid else '?'}",
+        hint="undo the later operations first ('opal op log'), or pass --force to restore it anyway",
+    )
+
+
 def undo(repo: Repository, target: Operation, *, force: bool = False) -> Operation:
-    """Restore every ref ``target`` changed to its value before ``target``."""
+    """Restore every ref and tracked session ``target`` changed to its value before ``target``."""
     current = repo.refs.all()
     changes: dict[str, Change] = {}
     for name, (old, new_value) in target.changes.items():
         now = current.get(name)
         if now != new_value and not force:
-            short = name.rsplit("/", 1)[-1]
-            raise ConflictError(
-                f"{short} has changed since operation {target.oid.hex()[:10] if target.oid else '?'}",
-                hint="undo the later operations first ('opal op log'), or pass --force to restore it anyway",
-            )
+            raise _changed_since(target, name.rsplit("/", 1)[-1])
         if now != old:
             changes[name] = (now, old)
+    sessions: dict[str, tuple[str | None, str | None]] = {}
+    for branch, (old_s, new_s) in target.sessions.items():
+        now_s = tracked(repo, branch)
+        if now_s != new_s and not force:
+            raise _changed_since(target, f"the session {branch} tracks")
+        if now_s != old_s:
+            sessions[branch] = (now_s, old_s)
     head_now = repo.refs.head_branch()
     head_after = target.head[0] if head_now == target.head[1] else head_now
-    op = new(repo, "undo", f"undo {target.command}: {target.description}", changes, head_after=head_after)
+    op = new(repo, "undo", f"undo {target.command}: {target.description}", changes, head_after=head_after,
+             sessions=sessions)
     op.undoes = target.oid
     return apply(repo, op)

@@ -176,18 +176,60 @@ def tracked_session(repo: Repository, branch: str) -> tuple[str, str] | None:
     return agent, sid
 
 
-def _track(repo: Repository, branch: str, agent: str, sid: str) -> None:
-    key, value = f"branch.{branch}.session", f"{agent}:{sid}"
-    if repo.config_get(key) != value:  # most commits continue the tracked session
-        repo.config_set(key, value)
+def _track(repo: Repository, branch: str, agent: str, sid: str) -> dict[str, tuple[str | None, str | None]]:
+    """What making ``branch`` track session ``agent:sid`` changes, for the operation
+    that does it to record (:attr:`oplog.Operation.sessions`): ``opal undo`` restores it."""
+    return oplog.tracking_change(repo, branch, f"{agent}:{sid}")
 
 
-def _untrack(repo: Repository, branch: str) -> None:
-    cfg = repo.config
-    try:
-        del cfg[f"branch.{branch}.session"]
-    except KeyError:
-        pass
+def _untrack(repo: Repository, branch: str) -> dict[str, tuple[str | None, str | None]]:
+    """What making ``branch`` track no session changes (see :func:`_track`)."""
+    return oplog.tracking_change(repo, branch, None)
+
+
+def record_export(repo: Repository, branch: str, agent: str, sid: str, state: bytes, rev: str) -> oplog.Operation:
+    """Make ``branch`` track the session ``opal export`` just wrote, as an operation:
+    ``opal undo`` gives the branch back the session it tracked before. The caller
+    holds the lock."""
+    desc = f"export {rev} ({_short(state)}) to {agent} session {sid}, tracked by {branch}"
+    return oplog.apply(repo, oplog.new(repo, "export", desc, {}, sessions=_track(repo, branch, agent, sid)))
+
+
+def _detached_refusal(repo: Repository, branch: str, state: "State", agent: str, f: SessionFile) -> UsageError | None:
+    """Why a commit that names no session must not record ``f`` on ``branch``, whose
+    head is detached (rewound, branched at a turn, merged) from the sessions it came
+    from; None when it may.
+
+    A detached state left turns out that those sessions still hold: the session it
+    was recorded from, the one its parent was (the state it was cut from), the one the
+    branch tracks, and every session ``opal export`` wrote from another state.
+    Recording one of them would bring the left-out turns back without a word. A
+    session exported from this very state holds nothing it left out: that is how a
+    rewound branch is continued (``opal export``, then the agent resumes it).
+    """
+    how = state.header.extra.get("detached")
+    if not how:
+        return None  # the usual commit: nothing more to read
+    from . import checkpoints
+
+    written = checkpoints.load(repo.opal_dir, agent, f.path)
+    if written is not None and written.state == state.oid:
+        return None
+    why = None
+    sessions = [state.header.session] + [load_state(repo, p).header.session for p in state.commit.parents[:1]]
+    if any(s is not None and (s.agent, s.id) == (agent, f.id) for s in sessions):
+        why = "the session it was recorded from"
+    elif tracked_session(repo, branch) == (agent, f.id):
+        why = "the session it tracks"
+    elif written is not None:
+        why = f"written by 'opal export' of {_short(written.state)}, not of this {how} state"
+    if why is None:
+        return None
+    return UsageError(
+        f"branch {branch} was {how} away from session {f.id} ({why}), which may still hold the turns that were left out",
+        hint=f"to continue from here, '{command('opal', 'export', '--to', agent)}' and resume that; to record the "
+             f"session as it is anyway, run '{command('opal', 'commit', '--session', f.id)}'",
+    )
 
 
 # ================================================================== commit
@@ -208,9 +250,10 @@ def _revise(store, root: sequence.Node | None, revised: Mapping[int, Normal],
     return root, turns, chars
 
 
-def _continues_export(repo: Repository, agent: str, f, state: "State", result: ReadResult) -> int:
+def _continues_export(repo: Repository, agent: str, f, state: "State", result: ReadResult) -> tuple[int, bool]:
     """How many of ``state``'s records the session file begins with, because ``opal
-    export`` wrote them there one for one (0: none; the file is read as new).
+    export`` wrote them there one for one (0: none; the file is read as new), and
+    whether the file is still exactly what the export wrote (the agent added nothing).
 
     Holds when the export of this branch's current state to the same agent left a
     checkpoint (:mod:`checkpoints`), the file still begins with the bytes it wrote,
@@ -220,13 +263,15 @@ def _continues_export(repo: Repository, agent: str, f, state: "State", result: R
 
     cp = checkpoints.load(repo.opal_dir, agent, f.path)
     if cp is None or cp.state != state.oid or cp.records != state.header.items or not cp.records:
-        return 0
+        return 0, False
     if not checkpoints.still_holds(cp, f.path) or not result.views or len(result.views) != 1:
-        return 0
+        return 0, False
     indices = result.views[0].indices
     if len(indices) < cp.records or any(i != k for k, i in enumerate(indices[: cp.records])):
-        return 0
-    return cp.records
+        return 0, False
+    # It begins with the bytes written (still_holds): as long, it is those bytes. Lines
+    # the export wrote after the records (Claude's last-prompt) are not the agent's.
+    return cp.records, result.end == cp.size
 
 
 @dataclass
@@ -273,18 +318,10 @@ def _commit_locked(
     state = load_state(repo, head) if head else None
     ad, f = pick.adapter, pick.file
     notes = [pick.note] if pick.note else []
-    if (
-        state is not None
-        and not explicit
-        and state.header.extra.get("detached")
-        and state.header.session is not None
-        and state.header.session.id == f.id
-    ):
-        raise UsageError(
-            f"branch {branch} was {state.header.extra.get('detached')} away from session {f.id}, "
-            "which still holds the turns that were left out",
-            hint=f"to record the session as it is anyway, run '{command('opal', 'commit', '--session', f.id)}'",
-        )
+    if state is not None and not explicit:
+        refusal = _detached_refusal(repo, branch, state, ad.name, f)
+        if refusal is not None:
+            raise refusal
 
     result: ReadResult | None = None
     incremental = False
@@ -328,7 +365,13 @@ def _commit_locked(
     if result is None:
         result = ad.read(f.path)
         if state is not None:
-            resumed = _continues_export(repo, ad.name, f, state, result)
+            resumed, untouched = _continues_export(repo, ad.name, f, state, result)
+            if untouched:
+                # The agent has not added a turn: recording the file would only make
+                # an empty commit that names the exported session.
+                raise NothingToDoError(
+                    f"nothing to commit: session {f.id} has no new turns since the export of {_short(state.oid)}"
+                )
             if resumed:
                 notes.append(
                     f"session {f.id} continues the export of {_short(state.oid)}: its first {resumed} records "
@@ -532,7 +575,7 @@ def _commit_locked(
     oid = write_state(repo, header, root, [head] if head else [], message, packs=packer.tip, side=side)
     changes[branch_ref(branch)] = (head, oid)
     desc = f"commit {new_turns} new turns to {branch}"
-    op = oplog.new(repo, "commit", desc, changes)
+    op = oplog.new(repo, "commit", desc, changes, sessions=_track(repo, branch, ad.name, result.session.id))
     from . import locations
 
     def cache_locations() -> None:
@@ -551,7 +594,6 @@ def _commit_locked(
             pass
 
     oplog.apply(repo, op, meanwhile=cache_locations)
-    _track(repo, branch, ad.name, result.session.id)
     return CommitResult(
         branch=branch,
         oid=oid,
@@ -830,7 +872,10 @@ def branch_create(repo: Repository, name: str, rev: str = "HEAD", *, force: bool
                 reason="branched",
             )
             st = load_state(repo, oid)
-        op = oplog.new(repo, "branch", f"create branch {name} at {rev}", {branch_ref(name): (existing, oid)})
+        # A new head is no continuation of any session the name tracked before (one
+        # replaced with --force): the branch's first commit picks its session.
+        op = oplog.new(repo, "branch", f"create branch {name} at {rev}", {branch_ref(name): (existing, oid)},
+                       sessions=_untrack(repo, name))
         oplog.apply(repo, op)
         return BranchInfo(name, oid, False, st.header.turns, st.commit.message, st.header.session.id if st.header.session else None)
 
@@ -842,9 +887,9 @@ def branch_delete(repo: Repository, name: str, *, force: bool = False) -> bytes:
             raise RevisionError(f"no branch {name}", hint="see 'opal branch -l'")
         if name == current_branch(repo) and not force:
             raise UsageError(f"cannot delete {name}: it is the current branch", hint="'opal switch' to another branch first")
-        op = oplog.new(repo, "branch", f"delete branch {name}", {branch_ref(name): (oid, None)})
+        op = oplog.new(repo, "branch", f"delete branch {name}", {branch_ref(name): (oid, None)},
+                       sessions=_untrack(repo, name))
         oplog.apply(repo, op)
-        _untrack(repo, name)
         return oid
 
 
@@ -1092,6 +1137,7 @@ __all__ = [
     "normals_of",
     "packer_for",
     "op_log",
+    "record_export",
     "resolve",
     "rewind",
     "show_turn",

@@ -160,13 +160,18 @@ def test_a_resumed_export_is_read_as_new_when_anything_moved(repo, project, tmp_
 
 @pytest.mark.parametrize("how", ["budget", "codex"])
 def test_exports_that_change_the_records_leave_no_checkpoint(repo, project, tmp_path, how):
+    from opalgit import checkpoints
+
     env = {"HOME": str(tmp_path / "h"), "CODEX_HOME": str(tmp_path / "c")}
     if how == "budget":
         full = exporting.export(repo, env, to="claude", cwd=str(project), dry_run=True)
-        exporting.export(repo, env, to="claude", cwd=str(project), budget=full.tokens_before // 3)
+        out = exporting.export(repo, env, to="claude", cwd=str(project), budget=full.tokens_before // 3)
     else:
-        exporting.export(repo, env, to="codex", cwd=str(project))
-    assert not os.path.isdir(os.path.join(repo.opal_dir, "exports"))
+        out = exporting.export(repo, env, to="codex", cwd=str(project))
+    # The file is known as one opal wrote (a rewound branch refuses it), but no
+    # record of it stands for a stored one: a commit of it reads it as new.
+    cp = checkpoints.load(repo.opal_dir, out.agent, out.files[0])
+    assert cp is not None and cp.records == 0 and cp.state == out.commit
 
 
 @pytest.mark.parametrize("fixture, kept", [
