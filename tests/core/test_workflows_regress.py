@@ -54,7 +54,7 @@ def branch_of(run, name: str) -> dict | None:
 
 
 def tracked(project, branch: str = "main") -> str | None:
-    return oplog.tracked(Repository.discover(str(project)), branch)
+    return Repository.discover(str(project)).config_get(f"branch.{branch}.session") or None
 
 
 def newest_session_file(home) -> str:
@@ -232,7 +232,7 @@ def snapshot(project) -> dict:
         st = porcelain.load_state(repo, head) if head else None
         out[name] = (
             head,
-            oplog.tracked(repo, name),
+            repo.config_get(f"branch.{name}.session") or None,
             st.header.extra.get("detached") if st else None,
         )
     return out
