@@ -158,3 +158,45 @@ def test_switch_c_before_the_first_commit_works_as_in_git(repo, project):
     r = opal("switch", "-c", "other", "nosuch", cwd=project)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert porcelain.current_branch(repo) == "main"
+
+
+# ------------------------------------------------------------------------------ (e) a subagent's transcript
+
+SUBAGENT_PARENT = os.path.join(FIXTURES, "claude", "generated", "structures", "subagent", "3b183628-1e17-4287-82c0-41cab87f4e3d.jsonl")
+SUBAGENT = os.path.join(SUBAGENT_PARENT[: -len(".jsonl")], "subagents", "agent-a1c89676dbd6cdd5a.jsonl")
+SHOWCASE = os.path.join(FIXTURES, "claude", "real", "claude-code-log", "minimal_showcase", "55550000-0000-4000-8000-000000000001")
+OLD_LAYOUT = os.path.join(FIXTURES, "claude", "claude-code-viewer", "agent-test-hash-123.jsonl")
+
+
+@pytest.mark.parametrize("path", [SUBAGENT, os.path.join(SHOWCASE, "subagents", "agent-showcol1.jsonl")])
+def test_a_subagent_transcript_kept_by_its_parent_is_refused_naming_the_parent(repo, project, path):
+    """It made "0 new turns (0 in all)" commits without a word: every record of a
+    subagent's transcript is the parent session's sidechain."""
+    from opalgit.errors import InputError
+
+    with pytest.raises(InputError, match="subagent's transcript") as err:
+        porcelain.commit(repo, repo.env, str(project), file=path, agent="claude")
+    parent = os.path.dirname(os.path.dirname(path)) + ".jsonl"
+    assert err.value.hint == f"record the parent session: opal commit --file {parent}"
+    assert porcelain.branch_head(repo, "main") is None  # nothing was committed
+    r = opal("commit", "--file", path, cwd=project)
+    assert r.returncode == 5 and parent in r.stderr and "Traceback" not in r.stderr
+    # The parent's commit stores the transcript with its side folder.
+    from opalgit.states import side_files
+
+    res = porcelain.commit(repo, repo.env, str(project), file=parent, agent="claude")
+    assert res.turns > 0
+    stored = side_files(repo, porcelain.load_state(repo, res.oid))
+    assert stored["subagents/" + os.path.basename(path)] == open(path, "rb").read()
+
+
+def test_a_subagent_transcript_no_session_keeps_is_recorded_and_said_to_be_one(repo, project):
+    """The older layout (agent-*.jsonl beside the session) is in no side folder: it is
+    recorded as it is, and the commit says what it is and why it has no turns."""
+    r = opal("commit", "--file", OLD_LAYOUT, cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "is a subagent's transcript of Claude Code session 5c0375b4-57a5-4f26-b12d-d022ee4e51b7" in r.stderr
+    assert "opal commit --file " + os.path.join(os.path.dirname(OLD_LAYOUT), "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl") in r.stderr
+    # A main session is not mistaken for one.
+    r = opal("commit", "--file", SUBAGENT_PARENT, cwd=project)
+    assert r.returncode == 0 and "subagent's transcript" not in r.stderr
