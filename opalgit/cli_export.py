@@ -135,17 +135,23 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
 
     repo = c.repo()
     rev = _at(repo, rev, at)
+    found: list[str] = []
+
+    def startable(command: list[str]) -> None:
+        # Checked before a file is written: a resume that cannot start leaves nothing.
+        exe = shutil.which(command[0])
+        if exe is None:
+            raise OpalError(
+                f"{command[0]} is not on PATH, so it cannot be started; nothing was exported",
+                hint=f"install the agent, or 'opal export --to {to} {rev}' and start it yourself",
+            )
+        found.append(exe)
+
     res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget,
-                           with_secrets=with_secrets, pre_compaction=pre_compaction)
+                           with_secrets=with_secrets, pre_compaction=pre_compaction, before_write=startable)
     _print_export(c, res, verb="Exported")
-    exe = shutil.which(res.resume[0])
-    if exe is None:
-        raise OpalError(
-            f"{res.resume[0]} is not on PATH, so it cannot be started",
-            hint="install the agent, then run the resume command printed above",
-        )
     c.out(f"Starting {' '.join(res.resume)} in {res.cwd}")
-    code = subprocess.call([exe, *res.resume[1:]], cwd=res.cwd)
+    code = subprocess.call([found[0], *res.resume[1:]], cwd=res.cwd)
     if code:
         raise click.exceptions.Exit(code)
 

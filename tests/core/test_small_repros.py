@@ -200,3 +200,30 @@ def test_a_subagent_transcript_no_session_keeps_is_recorded_and_said_to_be_one(r
     # A main session is not mistaken for one.
     r = opal("commit", "--file", SUBAGENT_PARENT, cwd=project)
     assert r.returncode == 0 and "subagent's transcript" not in r.stderr
+
+
+# ------------------------------------------------------------------------------ (f) resume without the agent
+
+
+def _files_under(path) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
+
+
+def test_resume_checks_the_agent_is_on_path_before_writing_anything(repo, project, home, tmp_path):
+    """It wrote the Codex session (and moved the branch to track it) before finding that
+    codex was not on PATH."""
+    import shutil
+
+    porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    tracked = porcelain.tracked_session(repo, "main")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    os.symlink(shutil.which("git"), bare / "git")  # git only: no agent on this PATH
+    before = _files_under(home), _files_under(os.path.join(str(project), ".opal"))
+    for agent in ("codex", "claude", "gemini"):
+        r = opal("resume", "--agent", agent, cwd=project, env={"PATH": str(bare)})
+        assert r.returncode != 0 and "Traceback" not in r.stderr
+        assert f"{agent} is not on PATH, so it cannot be started; nothing was exported" in r.stderr
+        assert "Exported" not in r.stdout
+    assert (_files_under(home), _files_under(os.path.join(str(project), ".opal"))) == before
+    assert porcelain.tracked_session(repo, "main") == tracked
