@@ -227,3 +227,23 @@ def test_resume_checks_the_agent_is_on_path_before_writing_anything(repo, projec
         assert "Exported" not in r.stdout
     assert (_files_under(home), _files_under(os.path.join(str(project), ".opal"))) == before
     assert porcelain.tracked_session(repo, "main") == tracked
+
+
+# ------------------------------------------------------------------------------ (g) --dry-run claims
+
+
+def test_a_dry_run_claims_no_registration_nor_file_it_did_not_write(repo, project, home):
+    """--dry-run to Gemini said "registered the project ... in projects.json" and wrote nothing."""
+    porcelain.commit(repo, repo.env, str(project), file=SUBAGENT_PARENT, agent="claude")
+    registry = home / ".gemini" / "projects.json"
+    r = opal("export", "--to", "gemini", "--dry-run", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "registered" not in r.stdout + r.stderr and not registry.exists()
+    assert f"would update {registry}" in r.stdout
+    r = opal("export", "--to", "claude", "--dry-run", cwd=project)
+    assert r.returncode == 0 and "written back" not in r.stdout + r.stderr and "would write" in r.stdout
+    # Written for real, each says what it did.
+    r = opal("export", "--to", "gemini", cwd=project)
+    assert r.returncode == 0 and f"registered the project {project}" in r.stderr and registry.exists()
+    r = opal("export", "--to", "claude", cwd=project)
+    assert r.returncode == 0 and "side-folder file(s) written back" in r.stderr
