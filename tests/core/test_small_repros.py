@@ -247,3 +247,46 @@ def test_a_dry_run_claims_no_registration_nor_file_it_did_not_write(repo, projec
     assert r.returncode == 0 and f"registered the project {project}" in r.stderr and registry.exists()
     r = opal("export", "--to", "claude", cwd=project)
     assert r.returncode == 0 and "side-folder file(s) written back" in r.stderr
+
+
+# ------------------------------------------------------------------------------ (h) the vault and git
+
+SECRETS = os.path.join(FIXTURES, "secrets", "session.jsonl")  # a session that holds 72 real-shaped secrets
+
+
+def test_a_store_outside_git_is_never_staged_by_a_later_git_add(tmp_path):
+    """`opal init` outside git made .opal/ (the vault with the secrets in clear, the states)
+    with no .gitignore: a later `git init && git add -A` staged all of it."""
+    from tests.conftest import git
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    session = tmp_path / "session.jsonl"
+    lines = open(SECRETS, "rb").read().splitlines(keepends=True)
+    session.write_bytes(b"".join(lines[:40]))
+    assert opal("init", cwd=folder).returncode == 0
+    r = opal("commit", "--file", str(session), "--agent", "claude", cwd=folder)
+    assert r.returncode == 0 and "replaced by placeholders" in r.stderr, r.stderr
+    vault = folder / ".opal" / "opal" / "vault" / "secrets.jsonl"
+    assert vault.exists()
+    (folder / "notes.md").write_text("# notes\n")
+    git("init", "-q", str(folder))
+    git("add", "-A", cwd=str(folder))
+    assert git("diff", "--cached", "--name-only", cwd=str(folder)).stdout.split() == ["notes.md"]
+    assert git("check-ignore", "-q", str(vault), cwd=str(folder), check=False).returncode == 0
+    # opal goes on with its own store in the folder that is now a git repository.
+    assert "new turn" in opal("log", "--oneline", cwd=folder).stdout
+    # A store made before the guard: 'opal init' again adds it.
+    git("rm", "-q", "--cached", "notes.md", cwd=str(folder))
+    os.remove(folder / ".opal" / ".gitignore")
+    os.remove(vault.parent / ".gitignore")
+    assert opal("init", cwd=folder).returncode == 0
+    assert (folder / ".opal" / ".gitignore").read_text().splitlines()[-1] == "*"
+    # And the vault guards itself the next time a secret goes in, the store's file gone.
+    os.remove(folder / ".opal" / ".gitignore")
+    session.write_bytes(b"".join(lines))
+    r = opal("commit", "--file", str(session), "--agent", "claude", cwd=folder)
+    assert r.returncode == 0 and "replaced by placeholders" in r.stderr, r.stderr
+    git("add", "-A", cwd=str(folder))
+    staged = git("diff", "--cached", "--name-only", cwd=str(folder)).stdout.split()
+    assert staged and not any("vault" in p for p in staged)
