@@ -199,14 +199,16 @@ def _after_compaction(turns: list[ExportTurn], full: bool, budget: int | None, r
         total = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
         if budget is None or total <= budget:
             if earlier:
-                report.note(f"{earlier} turns from before the session's compaction are included (--pre-compaction)")
+                report.note(f"{earlier} turn{'s' if earlier != 1 else ''} from before the session's compaction "
+                            f"{'are' if earlier != 1 else 'is'} included (--pre-compaction)")
             return turns
         report.note(f"the history before the compaction (~{total} tokens in all) does not fit --budget {budget}: "
                     "the target gets the compacted context")
     if earlier:
         report.drop("turn:before_compaction", earlier)
-        report.note(f"the target gets the context after the session's compaction (its summary and {earlier} fewer "
-                    "turns); --pre-compaction sends the whole history, which the state keeps")
+        report.note(f"the target gets the context after the session's compaction (its summary and "
+                    f"{earlier} fewer turn{'s' if earlier != 1 else ''}); --pre-compaction sends the whole history, "
+                    "which the state keeps")
     return turns[cut:]
 
 

@@ -290,3 +290,11 @@ def test_a_store_outside_git_is_never_staged_by_a_later_git_add(tmp_path):
     git("add", "-A", cwd=str(folder))
     staged = git("diff", "--cached", "--name-only", cwd=str(folder)).stdout.split()
     assert staged and not any("vault" in p for p in staged)
+
+
+def test_a_squash_longer_than_its_turns_says_it_costs_tokens(repo, project):
+    """The same class as trim's 'saved ~-6': a summary longer than what it replaces."""
+    porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    r = opal("squash", "HEAD:1..HEAD:1", "-m", "a long summary " * 60, cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "saved ~-" not in r.stdout and "tokens more)" in r.stdout
