@@ -154,7 +154,7 @@ def _project_folder(base: str, cwd: str, report: LossReport, post: list) -> tupl
                     f"{legacy}, which Gemini CLI migrates on its next start")
         return legacy, []
     if problem:
-        report.note(f"{registry_path} is {problem}; the export replaces it, as Gemini CLI itself would do")
+        report.note(f"{registry_path} is {problem}; it is replaced when the export is written, as Gemini CLI itself would do")
     slug = _existing_slug(base, cwd) or _claim_slug(base, cwd, projects)
     projects[cwd] = slug
     aux = [(registry_path, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"))]
