@@ -93,7 +93,7 @@ def parse_range(repo: Repository, state: State, text: str) -> tuple[int, int]:
             )
         n = rev.turn if rev.turn > 0 else state.header.turns + rev.turn + 1
         if not 1 <= n <= state.header.turns:
-            raise RevisionError(f"turn {rev.turn} does not exist: the state has {state.header.turns} turns")
+            raise RevisionError(f"turn {rev.turn} does not exist: the state has {state.header.turns} turn{'s' if state.header.turns != 1 else ''}")
         numbers.append(n)
     a, b = numbers
     if a > b:

@@ -285,6 +285,11 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
 # ------------------------------------------------------------------------------ clean-up
 
 
+def _saved(saved: int) -> str:
+    # A squash summary longer than the turns it replaces costs tokens: say so, never "saved ~-6".
+    return f"saved ~{human(saved)}" if saved >= 0 else f"~{human(-saved)} tokens more"
+
+
 def _print_edit(c: Ctx, res, as_json: bool) -> None:
     if as_json:
         c.json(res.to_json())
@@ -294,7 +299,7 @@ def _print_edit(c: Ctx, res, as_json: bool) -> None:
     what = f"turns {res.range[0]}..{res.range[1]}" if res.range else render.count(res.changed, "tool output")
     c.out(
         f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {res.turns_after} turns, "
-        f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens (saved ~{human(res.saved)}). 'opal undo' takes it back."
+        f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens ({_saved(res.saved)}). 'opal undo' takes it back."
     )
 
 

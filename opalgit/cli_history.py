@@ -82,7 +82,7 @@ def _commit_text(c: Ctx, info: porcelain.CommitInfo, oneline: bool) -> list[str]
     lines.append(f"Author: {info.author}")
     lines.append(f"Date:   {render.when(info.time, info.offset)}")
     if h.session:
-        lines.append(f"Session: {h.session.agent} {h.session.id}, {h.turns} turns, ~{human(estimate(h.chars))} tokens")
+        lines.append(f"Session: {h.session.agent} {h.session.id}, {render.count(h.turns, 'turn')}, ~{human(estimate(h.chars))} tokens")
     lines.append("")
     # git's medium body: leading blank lines dropped, every line indented, the end trimmed.
     body = info.message.splitlines()

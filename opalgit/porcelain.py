@@ -70,8 +70,35 @@ class InitResult:
     branch: str
 
 
+#: What keeps a store of opal's own out of git: a folder that git later tracks (a
+#: ``git init`` here or above, then ``git add -A``) must never stage the vault, the
+#: states (in clear when redaction was off) or the config.
+STORE_GITIGNORE = "# opal's store (states, the secret vault): never to be committed\n*\n"
+
+
+def _keep_store_out_of_git(store: str) -> None:
+    """Write ``<store>/.gitignore`` ignoring everything, unless one is there already."""
+    path = os.path.join(store, ".gitignore")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, STORE_GITIGNORE.encode())
+    finally:
+        os.close(fd)
+
+
 def init(path: str) -> InitResult:
+    """Set opal up in the git repository around ``path``, or in a store of its own.
+
+    A store of its own (``.opal/``, outside any git repository) gets a ``.gitignore``
+    that ignores all of it, so a git repository made there later never stages it;
+    running ``opal init`` again adds it to a store made before.
+    """
     repo, created = Repository.init(path)
+    if repo.own:
+        _keep_store_out_of_git(repo.git_dir)
     if created:
         with repo.lock():
             op = oplog.new(repo, "init", "initialize opal", {})
@@ -125,9 +152,10 @@ def find_session(
             raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file") from None
         for ad in [adapters.get(agent)] if agent else adapters.each():
             if agent or ad.sniff(path, head):
+                note = _subagent_note(ad, path, head, file)
                 st = os.stat(path)
                 stem = os.path.basename(path).split(".")[0]
-                return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size))
+                return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size), note)
         jsonl.sniff_binary(path, head)  # an image, an archive, UTF-16: say which
         raise InputError(
             "not a session file of any agent opal knows",
@@ -139,7 +167,11 @@ def find_session(
         for ad in chosen:
             found = ad.find_session(session, env)
             if found is not None:
-                return Pick(ad, found)
+                from . import fileio
+
+                with fileio.open_input(found.path, hint="give the path of the agent's session file") as fh:
+                    note = _subagent_note(ad, found.path, fh.read(64 * 1024), found.path)
+                return Pick(ad, found, note)
         raise SessionNotFoundError(f"no session with id {session!r}", hint="see 'opal status' for the sessions of this folder")
     candidates: list[tuple[adapters.Adapter, SessionFile]] = []
     for directory in _search_dirs(repo, cwd):
@@ -166,6 +198,33 @@ def find_session(
             f"written, {f.id} ({ad.title}). Use --session ID to pick another."
         )
     return Pick(ad, f, note)
+
+
+def _subagent_note(ad: "adapters.Adapter", path: str, head: bytes, shown: str) -> str | None:
+    """A subagent's transcript holds no turn of its own (they are the parent's sidechain).
+
+    Where the parent session keeps it in its side folder, a commit of the parent stores
+    it: refuse, naming the parent, rather than make an empty commit. Elsewhere (the older
+    layout, ``agent-*.jsonl`` beside the session, or a copy) nothing else would store it:
+    record it, and say what it is and why it has no turns.
+    """
+    side = ad.subagent_of(path, head)
+    if side is None:
+        return None
+    parent, parent_path = side
+    whose = f"{ad.title} session {parent}"
+    if parent_path is not None and os.path.abspath(path).startswith(parent_path[: -len(".jsonl")] + os.sep):
+        raise InputError(
+            f"a subagent's transcript, not a session: its turns belong to {whose}, "
+            "which stores it with its own (its side folder)",
+            path=shown,
+            hint=f"record the parent session: opal commit --file {parent_path}",
+        )
+    where = f"opal commit --file {parent_path}" if parent_path else f"opal commit --session {parent}"
+    return (
+        f"{shown} is a subagent's transcript of {whose}: its records are kept as they are, as the "
+        f"subagent side (bookkeeping), not as turns of a conversation; '{where}' records the session itself"
+    )
 
 
 def tracked_session(repo: Repository, branch: str) -> tuple[str, str] | None:

@@ -853,6 +853,30 @@ class ClaudeAdapter(Adapter):
                 break
         return False
 
+    def subagent_of(self, path: str, head: bytes) -> tuple[str, str | None] | None:
+        """A subagent's transcript: every conversation record is on the sidechain and
+        names the parent's ``sessionId``. Claude Code keeps it in
+        ``<parent>/subagents/agent-*.jsonl`` (older versions: ``agent-*.jsonl`` beside
+        ``<parent>.jsonl``), and stores its turns with the parent session's side folder."""
+        parent = None
+        for raw in head.split(b"\n"):
+            try:
+                rec = jsonl.parse(raw) if raw.strip() else None
+            except jsonl.ParseFailure:
+                continue
+            if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant"):
+                continue
+            if rec.get("isSidechain") is not True:
+                return None
+            parent = parent or rec.get("sessionId")
+        if not isinstance(parent, str) or not parent:
+            return None
+        folder = os.path.dirname(os.path.abspath(path))
+        places = [os.path.join(folder, parent + ".jsonl")]
+        if os.path.basename(folder) == "subagents":
+            places.insert(0, os.path.join(os.path.dirname(os.path.dirname(folder)), parent + ".jsonl"))
+        return parent, next((p for p in places if os.path.isfile(p)), None)
+
     # -- reading ------------------------------------------------------------------
 
     def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:

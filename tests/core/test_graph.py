@@ -81,6 +81,8 @@ def test_a_history_built_with_opal_draws_as_git_draws_it(history):
     assert any(line.rstrip() == "|/" for line in got)  # git's fork, not "| /"
     assert opal_graph(cwd, ["main", "a", "b"], "--date-order") == git_graph(cwd, refs, "--date-order")
     assert opal_graph(cwd, ["b"]) == git_graph(cwd, ["refs/opal/heads/b"])
+    # -n cuts the list, not the lanes: those to parents not shown go on, as in git.
+    assert opal_graph(cwd, ["main", "a", "b"], "-n", "3") == git_graph(cwd, refs, "-n", "3")
     assert opal_graph(cwd, []) == git_graph(cwd, ["refs/opal/heads/main"])
 
 

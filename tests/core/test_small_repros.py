@@ -158,3 +158,143 @@ def test_switch_c_before_the_first_commit_works_as_in_git(repo, project):
     r = opal("switch", "-c", "other", "nosuch", cwd=project)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert porcelain.current_branch(repo) == "main"
+
+
+# ------------------------------------------------------------------------------ (e) a subagent's transcript
+
+SUBAGENT_PARENT = os.path.join(FIXTURES, "claude", "generated", "structures", "subagent", "3b183628-1e17-4287-82c0-41cab87f4e3d.jsonl")
+SUBAGENT = os.path.join(SUBAGENT_PARENT[: -len(".jsonl")], "subagents", "agent-a1c89676dbd6cdd5a.jsonl")
+SHOWCASE = os.path.join(FIXTURES, "claude", "real", "claude-code-log", "minimal_showcase", "55550000-0000-4000-8000-000000000001")
+OLD_LAYOUT = os.path.join(FIXTURES, "claude", "claude-code-viewer", "agent-test-hash-123.jsonl")
+
+
+@pytest.mark.parametrize("path", [SUBAGENT, os.path.join(SHOWCASE, "subagents", "agent-showcol1.jsonl")])
+def test_a_subagent_transcript_kept_by_its_parent_is_refused_naming_the_parent(repo, project, path):
+    """It made "0 new turns (0 in all)" commits without a word: every record of a
+    subagent's transcript is the parent session's sidechain."""
+    from opalgit.errors import InputError
+
+    with pytest.raises(InputError, match="subagent's transcript") as err:
+        porcelain.commit(repo, repo.env, str(project), file=path, agent="claude")
+    parent = os.path.dirname(os.path.dirname(path)) + ".jsonl"
+    assert err.value.hint == f"record the parent session: opal commit --file {parent}"
+    assert porcelain.branch_head(repo, "main") is None  # nothing was committed
+    r = opal("commit", "--file", path, cwd=project)
+    assert r.returncode == 5 and parent in r.stderr and "Traceback" not in r.stderr
+    # The parent's commit stores the transcript with its side folder.
+    from opalgit.states import side_files
+
+    res = porcelain.commit(repo, repo.env, str(project), file=parent, agent="claude")
+    assert res.turns > 0
+    stored = side_files(repo, porcelain.load_state(repo, res.oid))
+    assert stored["subagents/" + os.path.basename(path)] == open(path, "rb").read()
+
+
+def test_a_subagent_transcript_no_session_keeps_is_recorded_and_said_to_be_one(repo, project):
+    """The older layout (agent-*.jsonl beside the session) is in no side folder: it is
+    recorded as it is, and the commit says what it is and why it has no turns."""
+    r = opal("commit", "--file", OLD_LAYOUT, cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "is a subagent's transcript of Claude Code session 5c0375b4-57a5-4f26-b12d-d022ee4e51b7" in r.stderr
+    assert "opal commit --file " + os.path.join(os.path.dirname(OLD_LAYOUT), "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl") in r.stderr
+    # A main session is not mistaken for one.
+    r = opal("commit", "--file", SUBAGENT_PARENT, cwd=project)
+    assert r.returncode == 0 and "subagent's transcript" not in r.stderr
+
+
+# ------------------------------------------------------------------------------ (f) resume without the agent
+
+
+def _files_under(path) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
+
+
+def test_resume_checks_the_agent_is_on_path_before_writing_anything(repo, project, home, tmp_path):
+    """It wrote the Codex session (and moved the branch to track it) before finding that
+    codex was not on PATH."""
+    import shutil
+
+    porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    tracked = porcelain.tracked_session(repo, "main")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    os.symlink(shutil.which("git"), bare / "git")  # git only: no agent on this PATH
+    before = _files_under(home), _files_under(os.path.join(str(project), ".opal"))
+    for agent in ("codex", "claude", "gemini"):
+        r = opal("resume", "--agent", agent, cwd=project, env={"PATH": str(bare)})
+        assert r.returncode != 0 and "Traceback" not in r.stderr
+        assert f"{agent} is not on PATH, so it cannot be started; nothing was exported" in r.stderr
+        assert "Exported" not in r.stdout
+    assert (_files_under(home), _files_under(os.path.join(str(project), ".opal"))) == before
+    assert porcelain.tracked_session(repo, "main") == tracked
+
+
+# ------------------------------------------------------------------------------ (g) --dry-run claims
+
+
+def test_a_dry_run_claims_no_registration_nor_file_it_did_not_write(repo, project, home):
+    """--dry-run to Gemini said "registered the project ... in projects.json" and wrote nothing."""
+    porcelain.commit(repo, repo.env, str(project), file=SUBAGENT_PARENT, agent="claude")
+    registry = home / ".gemini" / "projects.json"
+    r = opal("export", "--to", "gemini", "--dry-run", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "registered" not in r.stdout + r.stderr and not registry.exists()
+    assert f"would update {registry}" in r.stdout
+    r = opal("export", "--to", "claude", "--dry-run", cwd=project)
+    assert r.returncode == 0 and "written back" not in r.stdout + r.stderr and "would write" in r.stdout
+    # Written for real, each says what it did.
+    r = opal("export", "--to", "gemini", cwd=project)
+    assert r.returncode == 0 and f"registered the project {project}" in r.stderr and registry.exists()
+    r = opal("export", "--to", "claude", cwd=project)
+    assert r.returncode == 0 and "side-folder file(s) written back" in r.stderr
+
+
+# ------------------------------------------------------------------------------ (h) the vault and git
+
+SECRETS = os.path.join(FIXTURES, "secrets", "session.jsonl")  # a session that holds 72 real-shaped secrets
+
+
+def test_a_store_outside_git_is_never_staged_by_a_later_git_add(tmp_path):
+    """`opal init` outside git made .opal/ (the vault with the secrets in clear, the states)
+    with no .gitignore: a later `git init && git add -A` staged all of it."""
+    from tests.conftest import git
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    session = tmp_path / "session.jsonl"
+    lines = open(SECRETS, "rb").read().splitlines(keepends=True)
+    session.write_bytes(b"".join(lines[:40]))
+    assert opal("init", cwd=folder).returncode == 0
+    r = opal("commit", "--file", str(session), "--agent", "claude", cwd=folder)
+    assert r.returncode == 0 and "replaced by placeholders" in r.stderr, r.stderr
+    vault = folder / ".opal" / "opal" / "vault" / "secrets.jsonl"
+    assert vault.exists()
+    (folder / "notes.md").write_text("# notes\n")
+    git("init", "-q", str(folder))
+    git("add", "-A", cwd=str(folder))
+    assert git("diff", "--cached", "--name-only", cwd=str(folder)).stdout.split() == ["notes.md"]
+    assert git("check-ignore", "-q", str(vault), cwd=str(folder), check=False).returncode == 0
+    # opal goes on with its own store in the folder that is now a git repository.
+    assert "new turn" in opal("log", "--oneline", cwd=folder).stdout
+    # A store made before the guard: 'opal init' again adds it.
+    git("rm", "-q", "--cached", "notes.md", cwd=str(folder))
+    os.remove(folder / ".opal" / ".gitignore")
+    os.remove(vault.parent / ".gitignore")
+    assert opal("init", cwd=folder).returncode == 0
+    assert (folder / ".opal" / ".gitignore").read_text().splitlines()[-1] == "*"
+    # And the vault guards itself the next time a secret goes in, the store's file gone.
+    os.remove(folder / ".opal" / ".gitignore")
+    session.write_bytes(b"".join(lines))
+    r = opal("commit", "--file", str(session), "--agent", "claude", cwd=folder)
+    assert r.returncode == 0 and "replaced by placeholders" in r.stderr, r.stderr
+    git("add", "-A", cwd=str(folder))
+    staged = git("diff", "--cached", "--name-only", cwd=str(folder)).stdout.split()
+    assert staged and not any("vault" in p for p in staged)
+
+
+def test_a_squash_longer_than_its_turns_says_it_costs_tokens(repo, project):
+    """The same class as trim's 'saved ~-6': a summary longer than what it replaces."""
+    porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
+    r = opal("squash", "HEAD:1..HEAD:1", "-m", "a long summary " * 60, cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "saved ~-" not in r.stdout and "tokens more)" in r.stdout
