@@ -8,6 +8,7 @@ the estimated tokens it saved.
 
 from __future__ import annotations
 
+import re
 
 from . import adapters, codec, oplog, sequence
 from .errors import NothingToDoError, RevisionError, UsageError
@@ -31,6 +32,7 @@ from .structs import dataclass, field
 from .tokens import estimate
 
 EXCERPT_MARK = "[opal: {cut} characters of this tool output were trimmed; {kept} kept]"
+_MARK_RE = re.compile(r"\[opal: \d+ characters of this tool output were trimmed; \d+ kept\]")
 
 
 @dataclass
@@ -91,7 +93,7 @@ def parse_range(repo: Repository, state: State, text: str) -> tuple[int, int]:
             )
         n = rev.turn if rev.turn > 0 else state.header.turns + rev.turn + 1
         if not 1 <= n <= state.header.turns:
-            raise RevisionError(f"turn {rev.turn} does not exist: the state has {state.header.turns} turns")
+            raise RevisionError(f"turn {rev.turn} does not exist: the state has {state.header.turns} turn{'s' if state.header.turns != 1 else ''}")
         numbers.append(n)
     a, b = numbers
     if a > b:
@@ -259,9 +261,30 @@ def excerpt(text: str, limit: int) -> str:
     return text[:head] + "\n" + mark + "\n" + (text[-tail:] if tail else "")
 
 
+def _shorter(text: str, over: int, keep: int) -> str | None:
+    """The excerpt that replaces ``text``, or None: too short to trim, or an excerpt (with
+    its marker) that would not be shorter than the text itself."""
+    # An excerpt already: its own marker does not count, or every trim at this size
+    # would cut the last one's excerpt again (and lose what its marker said).
+    if len(text) - sum(len(m.group(0)) + 2 for m in _MARK_RE.finditer(text)) <= over:
+        return None
+    cut = excerpt(text, keep)
+    return cut if len(cut) < len(text) else None
+
+
 def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
-    """Shrink every tool output longer than ``over`` characters to a marked excerpt."""
-    keep = keep if keep is not None else max(200, over // 4)
+    """Shrink every tool output longer than ``over`` characters to a marked excerpt.
+
+    An output is replaced only when its excerpt is shorter, so a trim never grows the
+    context and never counts an output it left as it was.
+    """
+    if keep is not None and keep >= over:
+        raise UsageError(
+            f"--keep {keep} is not below --tool-output-over {over}: nothing would get shorter",
+            hint="keep less than the size that triggers a trim, e.g. --tool-output-over 20k --keep 5k",
+        )
+    # A quarter of the size, at least 200 characters, and always well below the size.
+    keep = keep if keep is not None else min(max(200, over // 4), over // 2)
     with repo.lock():
         branch, head, state = _head(repo)
         new_items: list[Item] = []
@@ -292,6 +315,12 @@ def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
                 first_changed = index
             index += 1
         if not changed:
+            longer = sum(1 for si in sequence.iter_items(repo.store, state.root) if si.item.summary.get("kind") == "tool_result" and int(si.item.summary.get("chars", 0)) > over)
+            if longer:
+                raise NothingToDoError(
+                    f"no tool output over {over} characters would get shorter by keeping {keep} of it "
+                    f"({longer} {'is' if longer == 1 else 'are'} over the size, each with its marker as long or longer)"
+                )
             raise NothingToDoError(f"no tool output is longer than {over} characters")
         assert first_changed is not None
         root = sequence.splice(repo.store, state.root, first_changed, state.header.items, new_items[first_changed:])
@@ -299,8 +328,8 @@ def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
         oid = _commit_edit(
             repo, branch, head, state, root,
             items=state.header.items, turns=state.header.turns, chars=chars,
-            command="trim", message=f"trim {changed} tool outputs over {over} characters\n",
-            description=f"trim {changed} tool outputs of {branch}",
+            command="trim", message=f"trim {changed} tool output{'s' if changed != 1 else ''} over {over} characters\n",
+            description=f"trim {changed} tool output{'s' if changed != 1 else ''} of {branch}",
             extra={"op": "trim", "over": over, "changed": changed},
         )
         return EditResult(
@@ -311,19 +340,22 @@ def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
 
 def _trim_turn(turn: Turn, normal: Normal, over: int, keep: int) -> tuple[Turn, Normal] | None:
     def replace(call_id: str, text: str) -> str | None:
-        return excerpt(text, keep) if len(text) > over else None
+        return _shorter(text, over, keep)
 
     blocks: list[dict] = []
     touched = False
     for b in normal.blocks:
-        if b.get("type") == "tool_result" and isinstance(b.get("output"), str) and len(b["output"]) > over:
-            b = dict(b, output=excerpt(b["output"], keep))
-            touched = True
+        if b.get("type") == "tool_result" and isinstance(b.get("output"), str):
+            cut = _shorter(b["output"], over, keep)
+            if cut is not None:
+                b = dict(b, output=cut)
+                touched = True
         elif b.get("type") == "tool_result" and isinstance(b.get("output"), list):
             parts = []
             for p in b["output"]:
-                if isinstance(p, dict) and p.get("type") == "text" and len(p.get("text") or "") > over:
-                    p = dict(p, text=excerpt(p["text"], keep))
+                cut = _shorter(p.get("text") or "", over, keep) if isinstance(p, dict) and p.get("type") == "text" else None
+                if cut is not None:
+                    p = dict(p, text=cut)
                     touched = True
                 parts.append(p)
             b = dict(b, output=parts)

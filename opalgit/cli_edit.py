@@ -85,7 +85,7 @@ def switch(c: Ctx, name: str, create: bool, start: str) -> None:
     except NothingToDoError as exc:
         c.out(exc.message)
         return
-    c.out(f"Switched to branch {name}")
+    c.out(f"Switched to a new branch {name}" if create else f"Switched to branch {name}")
 
 
 # ------------------------------------------------------------------------------ rewind / undo / op
@@ -111,10 +111,15 @@ def rewind(c: Ctx, count: int | None, to: str | None) -> None:
         raise click.UsageError("give COUNT or --to REV:N (one of them)")
     repo = c.repo()
     res = porcelain.rewind(repo, count, to)
-    c.out(
-        f"[{res.branch} {render.short(res.oid, 7)}] dropped {res.dropped_turns} turn{'s' if res.dropped_turns != 1 else ''} "
-        f"({res.dropped_items} records); {res.turns} turns remain. 'opal undo' takes it back."
-    )
+    parts = []
+    if res.dropped_items or not res.taken_items:
+        parts.append(f"dropped {render.count(res.dropped_turns, 'turn')} ({render.count(res.dropped_items, 'record')})")
+    if res.taken_items:
+        # --to named a state on another line: say what came in, not a negative drop.
+        took = f"took {render.count(res.taken_turns, 'turn')} ({render.count(res.taken_items, 'record')}) from {to}"
+        parts.append(took + (f" ({res.taken_from})" if res.taken_from else ""))
+    said = ", ".join(parts)
+    c.out(f"[{res.branch} {render.short(res.oid, 7)}] {said}; {render.count(res.turns, 'turn')} {'remains' if res.turns == 1 else 'remain'}. 'opal undo' takes it back.")
     if res.warning:
         c.warn(res.warning)
 
@@ -280,16 +285,21 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
 # ------------------------------------------------------------------------------ clean-up
 
 
+def _saved(saved: int) -> str:
+    # A squash summary longer than the turns it replaces costs tokens: say so, never "saved ~-6".
+    return f"saved ~{human(saved)}" if saved >= 0 else f"~{human(-saved)} tokens more"
+
+
 def _print_edit(c: Ctx, res, as_json: bool) -> None:
     if as_json:
         c.json(res.to_json())
         return
     for n in res.notes:
         c.note(n)
-    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else f"{res.changed} tool outputs"
+    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else render.count(res.changed, "tool output")
     c.out(
         f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {res.turns_after} turns, "
-        f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens (saved ~{human(res.saved)}). 'opal undo' takes it back."
+        f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens ({_saved(res.saved)}). 'opal undo' takes it back."
     )
 
 
@@ -332,7 +342,7 @@ def squash(c: Ctx, turns: str, message: str, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.option("--tool-output-over", "over", required=True, metavar="SIZE", help="Trim tool outputs longer than this (characters; 20k, 1.5M).")
-@click.option("--keep", metavar="SIZE", help="How much of each output to keep (default: a quarter of SIZE, at least 200).")
+@click.option("--keep", metavar="SIZE", help="How much of each output to keep, below SIZE (default: a quarter of SIZE, at least 200, at most half).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
 def trim(c: Ctx, over: str, keep: str | None, as_json: bool) -> None:

@@ -27,7 +27,7 @@ def _agent_choice() -> click.Choice:
 def _print_export(c: Ctx, res, *, verb: str = "Exported") -> None:
     r = res.report
     head = "Would write" if res.dry_run else verb
-    c.out(f"{head} {res.turns} turns of {res.rev} ({render.short(res.commit, 7)}) as a {res.agent} session {res.session_id}")
+    c.out(f"{head} {render.count(res.turns, 'turn')} of {res.rev} ({render.short(res.commit, 7)}) as a {res.agent} session {res.session_id}")
     for f in res.files:
         c.out(f"  {'would write' if res.dry_run else 'wrote'} {f}")
     for f in res.aux:
@@ -135,17 +135,23 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
 
     repo = c.repo()
     rev = _at(repo, rev, at)
+    found: list[str] = []
+
+    def startable(command: list[str]) -> None:
+        # Checked before a file is written: a resume that cannot start leaves nothing.
+        exe = shutil.which(command[0])
+        if exe is None:
+            raise OpalError(
+                f"{command[0]} is not on PATH, so it cannot be started; nothing was exported",
+                hint=f"install the agent, or 'opal export --to {to} {rev}' and start it yourself",
+            )
+        found.append(exe)
+
     res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, reasoning=reasoning, budget=budget,
-                           with_secrets=with_secrets, pre_compaction=pre_compaction)
+                           with_secrets=with_secrets, pre_compaction=pre_compaction, before_write=startable)
     _print_export(c, res, verb="Exported")
-    exe = shutil.which(res.resume[0])
-    if exe is None:
-        raise OpalError(
-            f"{res.resume[0]} is not on PATH, so it cannot be started",
-            hint="install the agent, then run the resume command printed above",
-        )
     c.out(f"Starting {' '.join(res.resume)} in {res.cwd}")
-    code = subprocess.call([exe, *res.resume[1:]], cwd=res.cwd)
+    code = subprocess.call([found[0], *res.resume[1:]], cwd=res.cwd)
     if code:
         raise click.exceptions.Exit(code)
 
@@ -189,7 +195,7 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
     if as_json:
         c.json(res.to_json())
         raise SystemExit(code)
-    c.out(f"scanned {res.turns} records in {res.states} states of {rev}")
+    c.out(f"scanned {render.count(res.turns, 'record')} in {render.count(res.states, 'state')} of {rev}")
     for r in res.redacted:
         c.out(f"  redacted   {r['kind']:22} {r['turn']:16} {r['placeholder']}")
     for r in res.leaks:
@@ -197,8 +203,9 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
     if not res.redacted and not res.leaks:
         c.out("no secrets found")
     elif res.leaks:
-        c.out(c.style(f"{len(res.leaks)} secret(s) in clear: 'opal push' will refuse them; "
-                      "'opal secrets purge' moves them into the vault", fg="red"))
+        one = len(res.leaks) == 1
+        c.out(c.style(f"{render.count(len(res.leaks), 'secret')} in clear: 'opal push' will refuse {'it' if one else 'them'}; "
+                      f"'opal secrets purge' moves {'it' if one else 'them'} into the vault", fg="red"))
     raise SystemExit(code)
 
 
@@ -243,9 +250,9 @@ def secrets_purge(c: Ctx, branches: tuple[str, ...], literals: tuple[str, ...], 
         c.out("no secret in clear: nothing to purge")
         return
     verb = "would rewrite" if dry_run else "rewrote"
-    c.out(f"{verb} {res.states} state(s) under {len(res.refs)} ref(s)")
+    c.out(f"{verb} {render.count(res.states, 'state')} under {render.count(len(res.refs), 'ref')}")
     for name, (old, new) in res.branches.items():
         c.out(f"  {name}: {old.hex()[:10]}" + ("" if dry_run else f" -> {new.hex()[:10]}"))
     if not dry_run:
-        c.out(f"{res.secrets} secret(s) moved into the vault ({', '.join(res.kinds)}); 'opal undo' puts them back "
-              "until 'opal gc', which deletes the old states")
+        c.out(f"{render.count(res.secrets, 'secret')} moved into the vault ({', '.join(res.kinds)}); 'opal undo' puts "
+              f"{'it' if res.secrets == 1 else 'them'} back until 'opal gc', which deletes the old states")

@@ -21,12 +21,14 @@ from .tokens import estimate, human
 @click.argument("revs", nargs=-1, metavar="[REV]...")
 @click.option("-n", "--max-count", type=click.IntRange(min=1), help="Show at most this many commits.")
 @click.option("--oneline", is_flag=True, help="One line per commit.")
-@click.option("--graph", is_flag=True, help="Draw the commit graph.")
+@click.option("--graph", is_flag=True, help="Draw the commit graph, as git log --graph draws it (implies --topo-order).")
+@click.option("--topo-order", "order", flag_value="topo", help="Show each line of history whole, children before parents (git's --topo-order).")
+@click.option("--date-order", "order", flag_value="date", help="Newest first, children before parents (the default without --graph).")
 @click.option("--turns", is_flag=True, help="List the turns of REV's state instead of commits.")
 @click.option("--all", "include_meta", is_flag=True, help="With --turns: include the agent's bookkeeping records.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
-def log(c: Ctx, revs: tuple[str, ...], max_count: int | None, oneline: bool, graph: bool, turns: bool, include_meta: bool, as_json: bool) -> None:
+def log(c: Ctx, revs: tuple[str, ...], max_count: int | None, oneline: bool, graph: bool, order: str | None, turns: bool, include_meta: bool, as_json: bool) -> None:
     """Show the commit history (or, with --turns, the turns of a state).
 
     \b
@@ -56,37 +58,38 @@ def log(c: Ctx, revs: tuple[str, ...], max_count: int | None, oneline: bool, gra
             lines[0] = c.style(lines[0], bold=True)
         c.out(lines, page=True)
         return
-    infos = porcelain.log(repo, list(revs) or None, max_count)
+    # git log --graph implies --topo-order unless an order is given.
+    infos = porcelain.log(repo, list(revs) or None, max_count, order=order or ("topo" if graph else "date"))
     if as_json:
         c.json({"commits": [i.to_json() for i in infos]})
         return
-    prefixes = render.graph([(i.oid, i.parents) for i in infos]) if graph else [("", [])] * len(infos)
-    lines: list[str] = []
-    for info, (prefix, after) in zip(infos, prefixes):
-        labels = ""
-        if info.branches:
-            labels = " (" + ", ".join(c.style(b, fg="green", bold=True) for b in info.branches) + ")"
-        pre = prefix + " " if graph else ""
+    entries = [(i.oid, i.parents, _commit_text(c, i, oneline)) for i in infos]
+    c.out(render.history(entries, graph=graph, separated=not oneline), page=True)
+
+
+def _commit_text(c: Ctx, info: porcelain.CommitInfo, oneline: bool) -> list[str]:
+    """One commit's lines as git's oneline or medium format prints them."""
+    labels = ""
+    if info.branches:
+        labels = " (" + ", ".join(c.style(b, fg="green", bold=True) for b in info.branches) + ")"
+    if oneline:
         subject = info.message.splitlines()[0] if info.message else ""
-        if oneline:
-            lines.append(f"{pre}{c.style(render.short(info.oid, 7), fg='yellow')}{labels} {subject}")
-        else:
-            cont = (prefix.replace("*", "|") + " ") if graph else ""
-            h = info.header
-            lines.append(f"{pre}{c.style('commit ' + info.oid.hex(), fg='yellow')}{labels}")
-            if len(info.parents) > 1:
-                lines.append(f"{cont}Merge: {' '.join(render.short(p, 7) for p in info.parents)}")
-            lines.append(f"{cont}Author: {info.author}")
-            lines.append(f"{cont}Date:   {render.when(info.time, info.offset)}")
-            if h.session:
-                lines.append(f"{cont}Session: {h.session.agent} {h.session.id}, {h.turns} turns, ~{human(estimate(h.chars))} tokens")
-            lines.append(cont.rstrip())
-            for line in info.message.rstrip("\n").splitlines():
-                lines.append(f"{cont}    {line}")
-            lines.append(cont.rstrip())
-        for a in after:
-            lines.append(a)
-    c.out(lines, page=True)
+        return [f"{c.style(render.short(info.oid, 7), fg='yellow')}{labels} {subject}"]
+    h = info.header
+    lines = [f"{c.style('commit ' + info.oid.hex(), fg='yellow')}{labels}"]
+    if len(info.parents) > 1:
+        lines.append(f"Merge: {' '.join(render.short(p, 7) for p in info.parents)}")
+    lines.append(f"Author: {info.author}")
+    lines.append(f"Date:   {render.when(info.time, info.offset)}")
+    if h.session:
+        lines.append(f"Session: {h.session.agent} {h.session.id}, {render.count(h.turns, 'turn')}, ~{human(estimate(h.chars))} tokens")
+    lines.append("")
+    # git's medium body: leading blank lines dropped, every line indented, the end trimmed.
+    body = info.message.splitlines()
+    while body and not body[0].strip():
+        body.pop(0)
+    lines.extend(f"    {line}" for line in "\n".join(body).rstrip().splitlines())
+    return lines
 
 
 # ------------------------------------------------------------------------------ show
@@ -195,16 +198,20 @@ def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_
         c.json(res.to_json())
         return
     lines = [c.style(f"diff {res.a} {res.b}", bold=True)]
-    lines.append(f"{res.shared_turns} turns in common ({res.common_prefix_turns} before the first difference)")
+    common = render.count(res.shared_turns, "turn") + " in common"
+    if res.entries:
+        lines.append(f"{common} ({res.common_prefix_turns} before the first difference)")
+    else:
+        lines.append(f"{common}; no turn differs")
+    if res.hidden_records:
+        lines.append(f"{render.count(res.hidden_records, 'bookkeeping record')} of the agent differ (--all lists them)")
     if res.uncommitted:
-        lines.append(f"{res.uncommitted} records of the working state are not committed yet")
+        lines.append(f"{render.count(res.uncommitted, 'record')} of the working state {'is' if res.uncommitted == 1 else 'are'} not committed yet")
     sa, sb = res.stat["a"], res.stat["b"]
-    lines.append(
-        f"{res.a}: {sa['turns']} turns only here, {sa['tool_calls']} tool calls, ~{human(sa['tokens'])} tokens"
-    )
-    lines.append(
-        f"{res.b}: {sb['turns']} turns only here, {sb['tool_calls']} tool calls, ~{human(sb['tokens'])} tokens"
-    )
+    for name, side in ((res.a, sa), (res.b, sb)):
+        lines.append(
+            f"{name}: {render.count(side['turns'], 'turn')} only here, {render.count(side['tool_calls'], 'tool call')}, ~{human(side['tokens'])} tokens"
+        )
     lines.append(
         f"{res.stat['turns_removed']} removed, {res.stat['turns_added']} added, {res.stat['turns_changed']} changed"
     )

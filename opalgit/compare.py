@@ -65,6 +65,7 @@ class DiffResult:
     entries: list[Entry]
     stat: dict
     uncommitted: int = 0
+    hidden_records: int = 0  # bookkeeping records that differ, not listed without include_meta
 
     def to_json(self) -> dict:
         return {
@@ -137,43 +138,25 @@ def diff(
             raise UsageError("diff compares states; give commits or branches, not turns")
         sb = load_state(repo, rb.oid)
         b_name = b
-    entries: list[Entry] = []
-    shared = 0
-    prefix_turns: int | None = None
-    pos_a = pos_b = 0  # turn numbers seen so far on each side
-    added_turns = removed_turns = changed_turns = 0
-    stat = {"a": _zero(), "b": _zero()}
-    extra_ops = extra
+    w = _Walk(repo, include_meta, texts)
     for same, nodes_a, nodes_b in _runs(repo.store, _roots(sa), _roots(sb), {}):
         if same:
             turns = sum(n.turns for n in nodes_a)
-            shared += turns
-            pos_a += turns
-            pos_b += turns
+            w.shared += turns
+            w.pos_a += turns
+            w.pos_b += turns
             continue
-        if prefix_turns is None:
-            prefix_turns = pos_a
-        items_a = _leaf_items(repo, nodes_a)
-        items_b = _leaf_items(repo, nodes_b)
-        pos_a, pos_b, sh = _diff_items(repo, items_a, items_b, pos_a, pos_b, entries, stat, include_meta, texts)
-        shared += sh
-    if extra_ops:
-        if prefix_turns is None:
-            prefix_turns = pos_a
-        pos_a, pos_b, _ = _diff_items(repo, [], extra_ops, pos_a, pos_b, entries, stat, include_meta, texts)
-    if prefix_turns is None:
-        prefix_turns = pos_a
-    for e in entries:
-        if e.side == "+":
-            added_turns += 1
-        elif e.side == "-":
-            removed_turns += 1
-        else:
-            changed_turns += 1
-    stat["turns_added"] = added_turns
-    stat["turns_removed"] = removed_turns
-    stat["turns_changed"] = changed_turns
-    return DiffResult(a, b_name, sa.oid, sb.oid, prefix_turns, shared, entries, stat, len(extra))
+        # Leaves differ, yet their turns may all be the same (a bookkeeping record, a
+        # leaf cut elsewhere): only a listed entry ends the common prefix.
+        w.items(_leaf_items(repo, nodes_a), _leaf_items(repo, nodes_b))
+    if extra:
+        w.items([], extra)
+    stat = w.stat
+    stat["turns_added"] = sum(1 for e in w.entries if e.side == "+")
+    stat["turns_removed"] = sum(1 for e in w.entries if e.side == "-")
+    stat["turns_changed"] = sum(1 for e in w.entries if e.side == "~")
+    prefix = w.prefix if w.prefix is not None else w.shared
+    return DiffResult(a, b_name, sa.oid, sb.oid, prefix, w.shared, w.entries, stat, len(extra), w.hidden)
 
 
 def _roots(st: State) -> list[sequence.Node]:
@@ -228,71 +211,92 @@ def _count(stat: dict, item: Item) -> None:
     stat["tokens"] += estimate(int(item.summary.get("chars", 0)))
 
 
-def _diff_items(repo, items_a, items_b, pos_a, pos_b, entries, stat, include_meta, texts):
-    ops = align([it.id for it in items_a], [it.id for it in items_b])
-    shared = 0
+class _Walk:
+    """The running totals of a diff: turn numbers on each side, the shared turns, the
+    entries listed so far and the turns in common before the first of them."""
 
-    def number(it: Item, pos: int) -> int | None:
-        return pos if it.is_turn else None
+    def __init__(self, repo: Repository, include_meta: bool, texts: bool) -> None:
+        self.repo = repo
+        self.include_meta = include_meta
+        self.texts = texts
+        self.pos_a = self.pos_b = 0  # turn numbers seen so far on each side
+        self.shared = 0
+        self.prefix: int | None = None
+        self.hidden = 0
+        self.entries: list[Entry] = []
+        self.stat = {"a": _zero(), "b": _zero()}
 
-    for op in ops:
-        if op.tag == "equal":
-            for it in items_a[op.a[0] : op.a[1]]:
-                if it.is_turn:
-                    pos_a += 1
-                    pos_b += 1
-                    shared += 1
-            continue
-        olds = items_a[op.a[0] : op.a[1]]
-        news = items_b[op.b[0] : op.b[1]]
-        # Pair removed and added turns of the same role and kind as changes.
-        used_new: set[int] = set()
-        paired: dict[int, int] = {}
-        if op.tag == "replace":
-            ni = 0
-            for oi, old in enumerate(olds):
-                if not old.is_turn:
-                    continue
-                while ni < len(news) and (not news[ni].is_turn or ni in used_new):
-                    ni += 1
-                if ni < len(news) and news[ni].summary.get("role") == old.summary.get("role") and news[ni].summary.get("kind") == old.summary.get("kind"):
-                    paired[oi] = ni
-                    used_new.add(ni)
-                    ni += 1
+    def _emit(self, entry: Entry) -> None:
+        if self.prefix is None:
+            self.prefix = self.shared
+        self.entries.append(entry)
+
+    def _only(self, side: str, it: Item) -> None:
+        """A record only in A (-) or only in B (+): listed if it is a turn or meta is asked for."""
+        if not (it.is_turn or self.include_meta):
+            self.hidden += 1
+            return
+        if side == "-":
+            self._emit(Entry("-", self.pos_a if it.is_turn else None, None, it.summary, preview=_preview(self.repo, it)))
+        else:
+            self._emit(Entry("+", None, self.pos_b if it.is_turn else None, it.summary, preview=_preview(self.repo, it)))
+        _count(self.stat["a" if side == "-" else "b"], it)
+
+    def items(self, items_a: list[Item], items_b: list[Item]) -> None:
+        for op in align([it.id for it in items_a], [it.id for it in items_b]):
+            olds = items_a[op.a[0] : op.a[1]]
+            news = items_b[op.b[0] : op.b[1]]
+            if op.tag == "equal":
+                turns = sum(1 for it in olds if it.is_turn)
+                self.pos_a += turns
+                self.pos_b += turns
+                self.shared += turns
+                continue
+            self._region(olds, news, _pairs(olds, news) if op.tag == "replace" else {})
+
+    def _region(self, olds: list[Item], news: list[Item], paired: dict[int, int]) -> None:
         new_iter = 0
         for oi, old in enumerate(olds):
             if old.is_turn:
-                pos_a += 1
-            if oi in paired:
-                # Emit the additions that come before the paired one.
-                while new_iter < paired[oi]:
-                    nit = news[new_iter]
-                    if nit.is_turn:
-                        pos_b += 1
-                    if nit.is_turn or include_meta:
-                        entries.append(Entry("+", None, number(nit, pos_b), nit.summary, preview=_preview(repo, nit)))
-                        _count(stat["b"], nit)
-                    new_iter += 1
-                nit = news[paired[oi]]
-                pos_b += 1
-                diff_lines = text_diff(turn_text(normal_of(repo, old), readable=True), turn_text(normal_of(repo, nit), readable=True)) if texts else []
-                entries.append(Entry("~", pos_a, pos_b, nit.summary, old.summary, diff_lines, _preview(repo, nit)))
-                _count(stat["a"], old)
-                _count(stat["b"], nit)
-                new_iter = paired[oi] + 1
+                self.pos_a += 1
+            if oi not in paired:
+                self._only("-", old)
                 continue
-            if old.is_turn or include_meta:
-                entries.append(Entry("-", number(old, pos_a), None, old.summary, preview=_preview(repo, old)))
-                _count(stat["a"], old)
-        while new_iter < len(news):
-            nit = news[new_iter]
-            if nit.is_turn:
-                pos_b += 1
-            if nit.is_turn or include_meta:
-                entries.append(Entry("+", None, number(nit, pos_b), nit.summary, preview=_preview(repo, nit)))
-                _count(stat["b"], nit)
-            new_iter += 1
-    return pos_a, pos_b, shared
+            # The additions that come before the paired one, then the change itself.
+            while new_iter < paired[oi]:
+                self._added(news[new_iter])
+                new_iter += 1
+            nit = news[paired[oi]]
+            self.pos_b += 1
+            lines = text_diff(turn_text(normal_of(self.repo, old), readable=True), turn_text(normal_of(self.repo, nit), readable=True)) if self.texts else []
+            self._emit(Entry("~", self.pos_a, self.pos_b, nit.summary, old.summary, lines, _preview(self.repo, nit)))
+            _count(self.stat["a"], old)
+            _count(self.stat["b"], nit)
+            new_iter = paired[oi] + 1
+        for nit in news[new_iter:]:
+            self._added(nit)
+
+    def _added(self, it: Item) -> None:
+        if it.is_turn:
+            self.pos_b += 1
+        self._only("+", it)
+
+
+def _pairs(olds: list[Item], news: list[Item]) -> dict[int, int]:
+    """Removed and added turns of the same role and kind, in order, paired as changes."""
+    used_new: set[int] = set()
+    paired: dict[int, int] = {}
+    ni = 0
+    for oi, old in enumerate(olds):
+        if not old.is_turn:
+            continue
+        while ni < len(news) and (not news[ni].is_turn or ni in used_new):
+            ni += 1
+        if ni < len(news) and news[ni].summary.get("role") == old.summary.get("role") and news[ni].summary.get("kind") == old.summary.get("kind"):
+            paired[oi] = ni
+            used_new.add(ni)
+            ni += 1
+    return paired
 
 
 def _uncommitted(repo: Repository, state: State, branch: str) -> list[Item]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Mapping
+from typing import Callable, Mapping
 
 from . import adapters, checkpoints, redaction, sequence
 from .adapters.base import ExportRequest, ExportResult, ExportTurn, LossReport, tail_digest
@@ -98,7 +98,14 @@ def export(
     session_id: str | None = None,
     with_secrets: bool = True,
     pre_compaction: bool = False,
+    before_write: Callable[[list[str]], None] | None = None,
 ) -> ExportOutcome:
+    """Write REV as a new native session of agent ``to`` (nothing with ``dry_run``).
+
+    ``before_write`` is given the resume command once the session is built and before
+    any file is written: it raises to stop the export (``opal resume`` checks there that
+    the agent can be started, so a failed resume leaves nothing behind).
+    """
     adapter = adapters.get(to)
     oid, turns, session, branch = gather(repo, rev, with_secrets=with_secrets)
     early = LossReport()
@@ -146,6 +153,8 @@ def export(
     )
     result = adapter.export(req)
     report.merge(result.report)
+    if before_write is not None:
+        before_write(result.resume)
     if not dry_run:
         write_files(result)
         for step in result.post:
@@ -191,14 +200,16 @@ def _after_compaction(turns: list[ExportTurn], full: bool, budget: int | None, r
         total = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
         if budget is None or total <= budget:
             if earlier:
-                report.note(f"{earlier} turns from before the session's compaction are included (--pre-compaction)")
+                report.note(f"{earlier} turn{'s' if earlier != 1 else ''} from before the session's compaction "
+                            f"{'are' if earlier != 1 else 'is'} included (--pre-compaction)")
             return turns
         report.note(f"the history before the compaction (~{total} tokens in all) does not fit --budget {budget}: "
                     "the target gets the compacted context")
     if earlier:
         report.drop("turn:before_compaction", earlier)
-        report.note(f"the target gets the context after the session's compaction (its summary and {earlier} fewer "
-                    "turns); --pre-compaction sends the whole history, which the state keeps")
+        report.note(f"the target gets the context after the session's compaction (its summary and "
+                    f"{earlier} fewer turn{'s' if earlier != 1 else ''}); --pre-compaction sends the whole history, "
+                    "which the state keeps")
     return turns[cut:]
 
 

@@ -71,8 +71,35 @@ class InitResult:
     branch: str
 
 
+#: What keeps a store of opal's own out of git: a folder that git later tracks (a
+#: ``git init`` here or above, then ``git add -A``) must never stage the vault, the
+#: states (in clear when redaction was off) or the config.
+STORE_GITIGNORE = "# opal's store (states, the secret vault): never to be committed\n*\n"
+
+
+def _keep_store_out_of_git(store: str) -> None:
+    """Write ``<store>/.gitignore`` ignoring everything, unless one is there already."""
+    path = os.path.join(store, ".gitignore")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, STORE_GITIGNORE.encode())
+    finally:
+        os.close(fd)
+
+
 def init(path: str) -> InitResult:
+    """Set opal up in the git repository around ``path``, or in a store of its own.
+
+    A store of its own (``.opal/``, outside any git repository) gets a ``.gitignore``
+    that ignores all of it, so a git repository made there later never stages it;
+    running ``opal init`` again adds it to a store made before.
+    """
     repo, created = Repository.init(path)
+    if repo.own:
+        _keep_store_out_of_git(repo.git_dir)
     if created:
         with repo.lock():
             op = oplog.new(repo, "init", "initialize opal", {})
@@ -126,9 +153,10 @@ def find_session(
             raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file") from None
         for ad in [adapters.get(agent)] if agent else adapters.each():
             if agent or ad.sniff(path, head):
+                note = _subagent_note(ad, path, head, file)
                 st = os.stat(path)
                 stem = os.path.basename(path).split(".")[0]
-                return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size))
+                return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size), note)
         jsonl.sniff_binary(path, head)  # an image, an archive, UTF-16: say which
         raise InputError(
             "not a session file of any agent opal knows",
@@ -140,7 +168,11 @@ def find_session(
         for ad in chosen:
             found = ad.find_session(session, env)
             if found is not None:
-                return Pick(ad, found)
+                from . import fileio
+
+                with fileio.open_input(found.path, hint="give the path of the agent's session file") as fh:
+                    note = _subagent_note(ad, found.path, fh.read(64 * 1024), found.path)
+                return Pick(ad, found, note)
         raise SessionNotFoundError(f"no session with id {session!r}", hint="see 'opal status' for the sessions of this folder")
     candidates: list[tuple[adapters.Adapter, SessionFile]] = []
     for directory in _search_dirs(repo, cwd):
@@ -167,6 +199,33 @@ def find_session(
             f"written, {f.id} ({ad.title}). Use --session ID to pick another."
         )
     return Pick(ad, f, note)
+
+
+def _subagent_note(ad: "adapters.Adapter", path: str, head: bytes, shown: str) -> str | None:
+    """A subagent's transcript holds no turn of its own (they are the parent's sidechain).
+
+    Where the parent session keeps it in its side folder, a commit of the parent stores
+    it: refuse, naming the parent, rather than make an empty commit. Elsewhere (the older
+    layout, ``agent-*.jsonl`` beside the session, or a copy) nothing else would store it:
+    record it, and say what it is and why it has no turns.
+    """
+    side = ad.subagent_of(path, head)
+    if side is None:
+        return None
+    parent, parent_path = side
+    whose = f"{ad.title} session {parent}"
+    if parent_path is not None and os.path.abspath(path).startswith(parent_path[: -len(".jsonl")] + os.sep):
+        raise InputError(
+            f"a subagent's transcript, not a session: its turns belong to {whose}, "
+            "which stores it with its own (its side folder)",
+            path=shown,
+            hint=f"record the parent session: opal commit --file {parent_path}",
+        )
+    where = f"opal commit --file {parent_path}" if parent_path else f"opal commit --session {parent}"
+    return (
+        f"{shown} is a subagent's transcript of {whose}: its records are kept as they are, as the "
+        f"subagent side (bookkeeping), not as turns of a conversation; '{where}' records the session itself"
+    )
 
 
 def tracked_session(repo: Repository, branch: str) -> tuple[str, str] | None:
@@ -676,40 +735,35 @@ def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
     return labels
 
 
-def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None) -> list[CommitInfo]:
+def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None, *, order: str = "date") -> list[CommitInfo]:
     """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``.
 
     Never a parent before one of its children (what ``--graph`` needs), even when
-    commits share a second or clocks disagree; among commits that are ready, the
-    newest comes first, ties broken by id so the order is deterministic.
+    commits share a second or clocks disagree. ``order`` is git's: ``"date"``
+    (``--date-order``: the newest ready commit first) or ``"topo"`` (``--topo-order``,
+    what ``git log --graph`` uses: each line of history whole); ties as git breaks them
+    (see :func:`opalgit.graph.order`), so ``opal log`` and ``git log`` agree.
     """
-    import heapq
+    from . import graph
 
     starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
     labels = branch_labels(repo)
-    # The reachable graph from commit headers alone (cheap), to count children.
+    # The reachable graph from commit headers alone (cheap); states are read only for
+    # the commits shown.
     commits: dict[bytes, CommitData] = {}
-    children: dict[bytes, int] = {}
     stack = list(dict.fromkeys(starts))
     while stack:
         oid = stack.pop()
         if oid in commits:
             continue
         c = commits[oid] = repo.store.read_commit(oid)
-        for p in c.parents:
-            children[p] = children.get(p, 0) + 1
-            stack.append(p)
-    ready = [(-commits[o].committer.time, tuple(-b for b in o), o) for o in commits if children.get(o, 0) == 0]
-    heapq.heapify(ready)
-    out: list[CommitInfo] = []
-    while ready and (limit is None or len(out) < limit):
-        _, _, oid = heapq.heappop(ready)
-        out.append(commit_info(repo, oid, labels))
-        for p in commits[oid].parents:
-            children[p] -= 1
-            if children[p] == 0:
-                heapq.heappush(ready, (-commits[p].committer.time, tuple(-b for b in p), p))
-    return out
+        stack.extend(c.parents)
+    parents = {o: c.parents for o, c in commits.items()}
+    dates = {o: c.committer.time for o, c in commits.items()}
+    shown = graph.order(starts, parents, dates, order)
+    if limit is not None:
+        shown = shown[:limit]
+    return [commit_info(repo, oid, labels) for oid in shown]
 
 
 @dataclass
@@ -900,7 +954,23 @@ def branch_delete(repo: Repository, name: str, *, force: bool = False) -> bytes:
 
 
 def switch(repo: Repository, name: str, *, create: bool = False, start: str = "HEAD") -> str:
+    """Make ``name`` the current branch (``create``: a new one at ``start`` first).
+
+    As ``git switch -c`` does on an unborn branch, creating from HEAD before the first
+    commit makes the new branch the current one, unborn too: the next commit starts it.
+    """
     if create:
+        check_branch_name(name)
+        with repo.lock():
+            cur = current_branch(repo)
+            if start == "HEAD" and branch_head(repo, cur) is None:
+                if branch_head(repo, name) is not None:
+                    raise UsageError(f"branch {name} already exists", hint=f"'opal switch {name}' goes to it")
+                if cur == name:
+                    raise NothingToDoError(f"already on {name}, which has no commits yet")
+                op = oplog.new(repo, "switch", f"switch from {cur} to new branch {name} (no commits yet)", {}, head_after=name)
+                oplog.apply(repo, op)
+                return name
         branch_create(repo, name, start)
     with repo.lock():
         if branch_head(repo, name) is None:
@@ -922,10 +992,26 @@ class RewindResult:
 
     branch: str
     oid: bytes
-    dropped_turns: int
+    dropped_turns: int  # of the branch's head, not in the result
     dropped_items: int
     turns: int
     warning: str | None = None
+    taken_turns: int = 0  # in the result, not from the branch's head (rewind --to another line)
+    taken_items: int = 0
+    taken_from: str | None = None  # "claude session 5c0375b4" when that line is another session
+
+
+def _rewound_counts(repo: Repository, old: State, new: State) -> tuple[int, int, int, int]:
+    """(turns, records) of ``old`` the result left out, and (turns, records) it holds
+    that ``old`` had not: never negative, whichever state ``rewind --to`` named."""
+    shared = common_prefix(repo, old.root, new.root)
+    if shared == new.header.items:
+        shared_turns = new.header.turns
+    else:
+        # The result came from another line: count the turns of the part both share.
+        shared_turns = sum(1 for si in sequence.iter_items(repo.store, new.root, 0, shared) if si.item.is_turn)
+    return (old.header.turns - shared_turns, old.header.items - shared,
+            new.header.turns - shared_turns, new.header.items - shared)
 
 
 def rewind(repo: Repository, count: int | None = None, to: str | None = None) -> RewindResult:
@@ -970,13 +1056,14 @@ def rewind(repo: Repository, count: int | None = None, to: str | None = None) ->
         if tail.get("kind") == "tool_call" and (
                 not tail.get("results") or set(tail.get("calls", ())) - set(tail.get("results", ()))):
             warning = "the last kept turn is a tool call without its result; agents treat it as interrupted"
+        dropped_turns, dropped_items, taken_turns, taken_items = _rewound_counts(repo, st, new)
+        taken_from = None
+        ns, os_ = new.header.session, st.header.session
+        if taken_items and ns is not None and (os_ is None or (ns.agent, ns.id) != (os_.agent, os_.id)):
+            taken_from = f"{ns.agent} session {ns.id[:8]}"
         return RewindResult(
-            branch,
-            oid,
-            st.header.turns - new.header.turns,
-            st.header.items - new.header.items,
-            new.header.turns,
-            warning,
+            branch, oid, dropped_turns, dropped_items, new.header.turns, warning,
+            taken_turns, taken_items, taken_from,
         )
 
 

@@ -24,14 +24,21 @@ def short(oid: bytes, n: int = 10) -> str:
 
 
 def when(ts: int, offset_minutes: int = 0) -> str:
+    """A date as git prints it by default: ``Thu Jan 1 00:16:40 1970 +0000`` (day unpadded)."""
     tz = _dt.timezone(_dt.timedelta(minutes=offset_minutes))
-    return _dt.datetime.fromtimestamp(ts, tz).strftime("%a %b %d %H:%M:%S %Y %z")
+    d = _dt.datetime.fromtimestamp(ts, tz)
+    return f"{d:%a %b} {d.day} {d:%H:%M:%S %Y %z}"
 
 
 def when_ms(ms: int | None) -> str:
     if ms is None:
         return ""
     return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 turn``, ``2 turns``, ``0 turns``: a number with its noun agreeing."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
 
 
 def size(chars: int) -> str:
@@ -99,41 +106,28 @@ def blocks(normal: Normal, style: Style = plain, *, max_lines: int | None = 40) 
 # ------------------------------------------------------------------------------ graph
 
 
-def graph(commits: Sequence[tuple[bytes, tuple[bytes, ...]]]) -> list[tuple[str, list[str]]]:
-    """Lane prefixes for a newest-first commit list, like ``git log --graph``.
+def history(
+    commits: Iterable[tuple[bytes, Sequence[bytes], Sequence[str]]],
+    *,
+    graph: bool = False,
+    separated: bool = False,
+) -> list[str]:
+    """The lines of ``opal log``: each commit's text, in the order given.
 
-    Returns, per commit, the prefix of its own line and the connector lines to print
-    after it (for merges and for lanes that join).
+    With ``graph`` the lanes are drawn exactly as ``git log --graph`` draws them (see
+    :mod:`opalgit.graph`). ``separated`` puts a blank (or lane-only) line between
+    commits, as git's multi-line formats do, and none after the last.
     """
-    lanes: list[bytes | None] = []
-    rows: list[tuple[str, list[str]]] = []
-    for oid, parents in commits:
-        if oid in lanes:
-            col = lanes.index(oid)
-        else:
-            lanes.append(oid)
-            col = len(lanes) - 1
-        # Other lanes waiting for this same commit merge into this one.
-        dupes = [i for i, x in enumerate(lanes) if x == oid and i != col]
-        line = "".join("*" if i == col else ("|" if x is not None else " ") for i, x in enumerate(lanes))
-        after: list[str] = []
-        for i in dupes:
-            lanes[i] = None
-        if dupes:
-            after.append("".join("|" if (x is not None or i == col) else ("/" if i in dupes else " ") for i, x in enumerate(lanes)))
-        if not parents:
-            lanes[col] = None
-        else:
-            lanes[col] = parents[0]
-            for p in parents[1:]:
-                if p in lanes:
-                    continue
-                lanes.insert(col + 1, p)
-                after.append("".join("|" if i <= col else ("\\" if i == col + 1 else "|") for i in range(len(lanes)) if lanes[i] is not None or i == col + 1))
-        while lanes and lanes[-1] is None:
-            lanes.pop()
-        rows.append((" ".join(line), [" ".join(a) for a in after]))
-    return rows
+    if graph:
+        from .graph import draw
+
+        return draw(commits, separated=separated)
+    out: list[str] = []
+    for n, (_oid, _parents, text) in enumerate(commits):
+        if separated and n:
+            out.append("")
+        out.extend(text or [""])
+    return out
 
 
 def table(rows: Iterable[Sequence[str]]) -> list[str]:

@@ -119,6 +119,7 @@ class Vault:
                 )
         if not new:
             return 0
+        self._ignore_in_git()  # a vault made before this guard existed gets it now
         now = int(time.time() * 1000)
         lines = "".join(
             json.dumps({"p": ph, "s": secret, "t": now}, ensure_ascii=True, separators=(",", ":")) + "\n"
@@ -221,9 +222,24 @@ class Vault:
         if stat.S_IMODE(st.st_mode) & 0o077:
             os.chmod(parent, _DIR_MODE)  # the directory holds nothing but the vault: tighten it
 
+    def _ignore_in_git(self) -> None:
+        """A ``.gitignore`` beside the vault ignoring everything: wherever the vault's
+        folder is (a store that a git repository made later may see), ``git add -A``
+        never stages it. An existing file is left as it is."""
+        path = os.path.join(os.path.dirname(os.path.abspath(self.path)), ".gitignore")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), _FILE_MODE)
+        except FileExistsError:
+            return
+        try:
+            write_all(fd, b"# opal's secret vault: never to be committed\n*\n")
+        finally:
+            os.close(fd)
+
     def _create(self) -> None:
         """Create the vault with its key line, atomically (temporary file, then link)."""
         self._ensure_dir(create=True)
+        self._ignore_in_git()
         header = (
             json.dumps(
                 {_MAGIC: _VERSION, "key": os.urandom(32).hex(), "created": int(time.time() * 1000)},

@@ -171,6 +171,12 @@ class Adapter:
         """True when the first bytes of ``path`` look like one of this agent's files."""
         raise NotImplementedError
 
+    def subagent_of(self, path: str, head: bytes) -> tuple[str, str | None] | None:
+        """For a file of this agent that is a subagent's transcript, not a session of its
+        own: the parent session's id and its file (None when it is not where the agent
+        keeps it). None for a session. Agents without subagent files keep this default."""
+        return None
+
     # -- reading ------------------------------------------------------------------
 
     def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:

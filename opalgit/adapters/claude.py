@@ -523,8 +523,16 @@ class _Tree:
         order = ([self.active] if self.active else []) + [leaf for leaf in leaves if leaf != self.active]
         self.leaves: list[str] = []
         for leaf in order:
-            if not any(leaf in self.ext[k] for k in self.leaves):
-                self.leaves.append(leaf)
+            if any(leaf in self.ext[k] for k in self.leaves):
+                continue
+            # Taken in by a line whose own leaf comes later in the file (a parallel
+            # call's result that no reply follows, written before the reply): that
+            # line's too, not a fork, once the conversation has forked before it.
+            if leaf != self.active and any(
+                k != leaf and leaf in self.ext[k] and k not in self.ext[leaf] for k in leaves
+            ):
+                continue
+            self.leaves.append(leaf)
         self.anc = {leaf: self.ext[leaf] for leaf in self.leaves}
 
     def _index(self, facts: Mapping[str, dict]) -> None:
@@ -848,6 +856,30 @@ class ClaudeAdapter(Adapter):
             if seen >= 20:
                 break
         return False
+
+    def subagent_of(self, path: str, head: bytes) -> tuple[str, str | None] | None:
+        """A subagent's transcript: every conversation record is on the sidechain and
+        names the parent's ``sessionId``. Claude Code keeps it in
+        ``<parent>/subagents/agent-*.jsonl`` (older versions: ``agent-*.jsonl`` beside
+        ``<parent>.jsonl``), and stores its turns with the parent session's side folder."""
+        parent = None
+        for raw in head.split(b"\n"):
+            try:
+                rec = jsonl.parse(raw) if raw.strip() else None
+            except jsonl.ParseFailure:
+                continue
+            if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant"):
+                continue
+            if rec.get("isSidechain") is not True:
+                return None
+            parent = parent or rec.get("sessionId")
+        if not isinstance(parent, str) or not parent:
+            return None
+        folder = os.path.dirname(os.path.abspath(path))
+        places = [os.path.join(folder, parent + ".jsonl")]
+        if os.path.basename(folder) == "subagents":
+            places.insert(0, os.path.join(os.path.dirname(os.path.dirname(folder)), parent + ".jsonl"))
+        return parent, next((p for p in places if os.path.isfile(p)), None)
 
     # -- reading ------------------------------------------------------------------
 

@@ -85,9 +85,13 @@ def export(req: ExportRequest) -> ExportResult:
     writer = _Writer(req)
     body = writer.run()
     # The session file first: files[0] is what a checkpoint of the export remembers.
-    files = [(path, body)] + _side_files(req, path[: -len(".jsonl")], writer.report)
+    side = _side_files(req, path[: -len(".jsonl")], writer.report)
+    files = [(path, body)] + side
+    # Said once they are written (a dry run writes nothing and lists them as it would).
+    done = (f"{len(side)} side-folder file(s) written back under {os.path.basename(path[: -len('.jsonl')])}/ "
+            f"({', '.join(sorted({r.split('/')[0] for r in req.side}))})") if side else None
     return ExportResult(files=files, session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
-                        prefix=writer.aligned)
+                        prefix=writer.aligned, post=[lambda: done] if done else [])
 
 
 def _side_files(req: ExportRequest, folder: str, report: LossReport) -> list[tuple[str, bytes]]:
@@ -105,9 +109,6 @@ def _side_files(req: ExportRequest, folder: str, report: LossReport) -> list[tup
         if old is not None and old != req.session_id.encode():
             data = data.replace(old, req.session_id.encode())
         out.append((os.path.join(folder, *parts), data))
-    if out:
-        report.note(f"{len(out)} side-folder file(s) written back under {os.path.basename(folder)}/ "
-                    f"({', '.join(sorted({r.split('/')[0] for r in req.side}))})")
     return out
 
 

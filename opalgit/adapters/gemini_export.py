@@ -125,15 +125,20 @@ def export(req: ExportRequest) -> ExportResult:
         header["summary"] = replay.meta["summary"]
     body = b"".join(jsonl.dumps(m) + b"\n" for m in [header, *messages])
 
-    folder, aux = _project_folder(base, cwd, report)
+    post: list = []
+    folder, aux = _project_folder(base, cwd, report, post)
     stamp = datetime.fromtimestamp(req.now_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H-%M")
     path = os.path.join(folder, "chats", f"session-{stamp}-{req.session_id[:8]}.jsonl")
     return ExportResult(files=[(path, body)], session_id=req.session_id,
-                        resume=["gemini", "--resume", req.session_id], report=report, aux=aux)
+                        resume=["gemini", "--resume", req.session_id], report=report, aux=aux, post=post)
 
 
-def _project_folder(base: str, cwd: str, report: LossReport) -> tuple[str, list[tuple[str, bytes]]]:
-    """The project's folder under ``<base>/tmp`` and the registry files to write for it."""
+def _project_folder(base: str, cwd: str, report: LossReport, post: list) -> tuple[str, list[tuple[str, bytes]]]:
+    """The project's folder under ``<base>/tmp`` and the registry files to write for it.
+
+    What is done to the registry is said by a step of ``post``, run once the files are
+    written: a dry run writes nothing and must not say it registered anything.
+    """
     tmp = os.path.join(base, "tmp")
     registry_path = os.path.join(base, "projects.json")
     data, problem = _load_registry(registry_path)
@@ -149,7 +154,7 @@ def _project_folder(base: str, cwd: str, report: LossReport) -> tuple[str, list[
                     f"{legacy}, which Gemini CLI migrates on its next start")
         return legacy, []
     if problem:
-        report.note(f"{registry_path} is {problem}; it is replaced, as Gemini CLI itself would do")
+        report.note(f"{registry_path} is {problem}; it is replaced when the export is written, as Gemini CLI itself would do")
     slug = _existing_slug(base, cwd) or _claim_slug(base, cwd, projects)
     projects[cwd] = slug
     aux = [(registry_path, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"))]
@@ -157,7 +162,8 @@ def _project_folder(base: str, cwd: str, report: LossReport) -> tuple[str, list[
         marker = os.path.join(base, sub, slug, ".project_root")
         if not os.path.exists(marker):
             aux.append((marker, cwd.encode("utf-8", "surrogatepass")))
-    report.note(f"registered the project {cwd} as {slug!r} in {registry_path}")
+    done = f"registered the project {cwd} as {slug!r} in {registry_path}"
+    post.append(lambda: done)
     return os.path.join(tmp, slug), aux
 
 
