@@ -247,13 +247,18 @@ def resolve(repo: Repository, prefix: str) -> Operation:
 
 
 def undo_target(repo: Repository) -> Operation:
-    """The newest operation that is neither an undo nor already undone."""
+    """The newest operation that is neither an undo nor already undone.
+
+    Newest first, an undo that was itself undone (a redo undid it) no longer counts:
+    after op, undo, redo, a plain ``opal undo`` takes op back again, as jj's does.
+    """
     undone: set[bytes] = set()
     expired_by: Operation | None = None
     for op in log(repo):
         assert op.oid is not None
         if op.undoes is not None:
-            undone.add(op.undoes)
+            if op.oid not in undone:
+                undone.add(op.undoes)
             continue
         if op.command == "gc" and expired_by is None:
             expired_by = op

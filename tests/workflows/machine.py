@@ -69,7 +69,7 @@ FOUND_OPEN = {
     # oplog.undo_target skips an operation that was undone and then redone: `opal undo`
     # after a redo goes for the operation before it ("main has changed since ...").
     # While open: no plain undo right after a redo of the newest operation.
-    "undo-after-redo": True,
+    "undo-after-redo": False,
 }
 
 NAMES = ["retry", "alt", "spike"]

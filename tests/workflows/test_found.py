@@ -75,8 +75,6 @@ def test_committing_an_untouched_codex_export_is_nothing_to_do(setup):
     assert porcelain.branch_head(repo, "main") == first.oid
 
 
-@pytest.mark.xfail(strict=True, reason="open: oplog.undo_target counts an operation as undone once any undo named "
-                   "it, even after that undo was itself undone (a redo); oplog.py is wf-state's")
 def test_undo_after_a_redo_undoes_the_redone_operation(setup):
     # Found as: commit, undo, redo (undo of the undo), undo. The last undo skipped the
     # redone commit and went for the one before it, whose branch had moved since:
