@@ -260,10 +260,14 @@ class Workflows(RuleBasedStateMachine):
             if not tail and not OPEN["repro5"]:
                 return "nothing", None, forks
             turns = b.turns + tail
+        elif b and s.exported_from == b.oid and os.path.getsize(s.path) == s.export_size:
+            # An export that did not write one line per record (Codex: its checkpoint
+            # counts none), untouched since: nothing the agent added (test_found.py::
+            # test_committing_an_untouched_codex_export_is_nothing_to_do).
+            return "nothing", None, forks
         else:
-            # Read as new. This includes an export that did not write one line per
-            # record (Codex: its checkpoint counts none), even untouched: see
-            # test_found.py::test_committing_an_untouched_codex_export_is_nothing_to_do.
+            # Read as new: an export that did not write one line per record, once the
+            # agent has added to it.
             turns = v0.turns
             for v in views[1:]:
                 forks[f"{self.m.current}-{v.name_hint}"] = v.turns
@@ -697,7 +701,8 @@ class Workflows(RuleBasedStateMachine):
 
         cp = checkpoints.load(self.repo().opal_dir, agent, path)
         assert cp is not None and cp.state == b.oid, "a same-agent export left no checkpoint"
-        s = Session(agent, res["session_id"], path, exported_from=b.oid, export_records=cp.records)
+        s = Session(agent, res["session_id"], path, exported_from=b.oid, export_records=cp.records,
+                    export_size=cp.size)
         with open(path, "rb") as fh:
             s.ordinal = sum(1 for _ in fh)
         if agent == "claude":
@@ -878,7 +883,7 @@ class Workflows(RuleBasedStateMachine):
         want = {x.split()[0]: x.split()[1:] for x in lines}
         code, out, err = self.opal("log", "--json", *names)
         assert code == 0, err
-        got = {c["id"]: c["parents"] for c in json.loads(out)}
+        got = {c["id"]: c["parents"] for c in json.loads(out)["commits"]}
         assert got == want, "opal log lists other commits or parents than git rev-list --parents"
         if OPEN["repro4"]:
             return

@@ -66,6 +66,7 @@ class Session:
     writes: int = 0
     exported_from: bytes | None = None  # the state an ``opal export`` wrote it from
     export_records: int = 0  # how many records that export wrote
+    export_size: int = 0  # how many bytes that export wrote
     history: list[str] = field(default_factory=list)  # Claude: the uuid of each final reply, in order
 
 

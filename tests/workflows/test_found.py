@@ -59,9 +59,6 @@ def test_a_rewind_inside_claude_makes_one_fork_not_one_per_parallel_result(setup
     assert len(old_line) == len(read_views("claude", CLAUDE_SOURCES["parallel"])[0].turns)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a Codex same-agent export is not one line per record (53 lines for "
-                   "47 records), so its checkpoint counts none and _continues_export reads the file as new; "
-                   "porcelain._commit_locked is wf-state's (issue 19 A 5 fixed only one-for-one exports)")
 def test_committing_an_untouched_codex_export_is_nothing_to_do(setup):
     # Found as: commit_a_session(codex), export(), commit_what_opal_picks(cli). The
     # commit of the export nobody continued recorded "16 new turns (16 in all)": the
