@@ -623,7 +623,8 @@ def test_vault_created_by_two_writers_at_once_has_one_key(tmp_path):
     for t in threads:
         t.join()
     assert len(set(keys)) == 1
-    assert sorted(os.listdir(tmp_path / "v")) == ["secrets.jsonl"]  # no temporary file left
+    # No temporary file left; the .gitignore keeps the vault out of any git add.
+    assert sorted(os.listdir(tmp_path / "v")) == [".gitignore", "secrets.jsonl"]
 
 
 # ------------------------------------------------------------------------- throughput
