@@ -322,8 +322,13 @@ def _continues_export(repo: Repository, agent: str, f, state: "State", result: R
     from . import checkpoints
 
     cp = checkpoints.load(repo.opal_dir, agent, f.path)
-    if cp is None or cp.state != state.oid or cp.records != state.header.items or not cp.records:
+    if cp is None or cp.state != state.oid:
         return 0, False
+    if not cp.records or cp.records != state.header.items:
+        # Not one for one (a Codex export writes lines of its own between the records):
+        # none of the file's records stands for a stored one, but a file that is still
+        # exactly what the export wrote holds nothing the agent added.
+        return 0, result.end == cp.size and checkpoints.still_holds(cp, f.path)
     if not checkpoints.still_holds(cp, f.path) or not result.views or len(result.views) != 1:
         return 0, False
     indices = result.views[0].indices
