@@ -24,6 +24,10 @@ from .repo import Repository
 from .structs import dataclass, field
 
 OP_BLOB = "op"
+#: ``Operation.extra`` key: the config values an operation changed, ``[[key, old, new], ...]``
+#: (None for absent), so that undo puts them back (``opal branch -m`` moves a branch's
+#: ``branch.NAME.*`` keys). Applied after the refs, in order.
+CONFIG = "config"
 
 
 @dataclass
@@ -117,6 +121,7 @@ def apply(
     store.settle()
     if op.head[1] != op.head[0] or repo.refs.head_branch() != op.head[1]:
         repo.refs.set_head_branch(op.head[1])
+    _apply_config(repo, op.extra.get(CONFIG) or ())
     op.oid = oid
     op.parent = prev
     return op
@@ -197,6 +202,31 @@ def undo(repo: Repository, target: Operation, *, force: bool = False) -> Operati
             changes[name] = (now, old)
     head_now = repo.refs.head_branch()
     head_after = target.head[0] if head_now == target.head[1] else head_now
-    op = new(repo, "undo", f"undo {target.command}: {target.description}", changes, head_after=head_after)
+    config = []
+    for key, old, new_value in target.extra.get(CONFIG) or ():
+        now = repo.config_get(key)
+        if now != new_value and not force:
+            raise ConflictError(
+                f"{key} has changed since operation {target.oid.hex()[:10] if target.oid else '?'}",
+                hint="undo the later operations first ('opal op log'), or pass --force to restore it anyway",
+            )
+        if now != old:
+            config.append([key, now, old])
+    extra = {CONFIG: config} if config else {}
+    op = new(repo, "undo", f"undo {target.command}: {target.description}", changes, head_after=head_after, **extra)
     op.undoes = target.oid
     return apply(repo, op)
+
+
+def _apply_config(repo: Repository, changes) -> None:
+    if not changes:
+        return
+    cfg = repo.config
+    for key, _old, value in changes:
+        if value is None:
+            try:
+                del cfg[key]
+            except KeyError:
+                pass
+        else:
+            cfg[key] = value

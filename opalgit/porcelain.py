@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
 from .argv import command
@@ -633,27 +633,35 @@ def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
     return labels
 
 
-def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None) -> list[CommitInfo]:
+def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None, *,
+        starts: list[bytes] | None = None, hide: set[bytes] | frozenset[bytes] = frozenset(),
+        keep: Callable[[CommitData], bool] | None = None) -> list[CommitInfo]:
     """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``.
 
     Never a parent before one of its children (what ``--graph`` needs), even when
     commits share a second or clocks disagree; among commits that are ready, the
     newest comes first, ties broken by id so the order is deterministic.
+    ``starts`` (resolved already) replaces ``revs``; the walk does not enter ``hide``
+    (a range's excluded side, :func:`revision.select`), and lists only the commits
+    ``keep`` accepts (``--since``), counting only those against ``limit``.
     """
     import heapq
 
-    starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
+    if starts is None:
+        starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
     labels = branch_labels(repo)
     # The reachable graph from commit headers alone (cheap), to count children.
     commits: dict[bytes, CommitData] = {}
     children: dict[bytes, int] = {}
-    stack = list(dict.fromkeys(starts))
+    stack = [o for o in dict.fromkeys(starts) if o not in hide]
     while stack:
         oid = stack.pop()
-        if oid in commits:
+        if oid in commits or oid in hide:
             continue
         c = commits[oid] = repo.store.read_commit(oid)
         for p in c.parents:
+            if p in hide:
+                continue
             children[p] = children.get(p, 0) + 1
             stack.append(p)
     ready = [(-commits[o].committer.time, tuple(-b for b in o), o) for o in commits if children.get(o, 0) == 0]
@@ -661,8 +669,11 @@ def log(repo: Repository, revs: list[str] | None = None, limit: int | None = Non
     out: list[CommitInfo] = []
     while ready and (limit is None or len(out) < limit):
         _, _, oid = heapq.heappop(ready)
-        out.append(commit_info(repo, oid, labels))
+        if keep is None or keep(commits[oid]):
+            out.append(commit_info(repo, oid, labels))
         for p in commits[oid].parents:
+            if p in hide:
+                continue
             children[p] -= 1
             if children[p] == 0:
                 heapq.heappush(ready, (-commits[p].committer.time, tuple(-b for b in p), p))
