@@ -545,13 +545,14 @@ def fsck(c: Ctx, as_json: bool) -> None:
         c.json(report.to_json())
     else:
         r = report
-        c.out(f"checked {r.commits} commits, {r.leaves} leaves, {r.turns} turns, {r.payloads} payloads, {r.operations} operations")
+        c.out(f"checked {count(r.commits, 'commit')}, {count(r.leaves, 'leaf', 'leaves')}, {count(r.turns, 'turn')}, "
+              f"{count(r.payloads, 'payload')}, {count(r.operations, 'operation')}")
         for p in r.problems:
             c.out(c.style("problem: ", fg="red") + p)
         if r.ok:
             c.out("no problems found")
     if not report.ok:
-        raise CorruptObjectError(f"{len(report.problems)} problem(s) found", hint="see the list above; 'opal op log' and 'opal undo' may restore a good state")
+        raise CorruptObjectError(f"{count(len(report.problems), 'problem')} found", hint="see the list above; 'opal op log' and 'opal undo' may restore a good state")
 
 
 # ------------------------------------------------------------------------------ demo

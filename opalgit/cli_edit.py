@@ -8,9 +8,9 @@ from __future__ import annotations
 import click
 
 from . import porcelain, render
-from .cli import CONTEXT, Ctx, cli, pass_ctx
+from .cli import CONTEXT, Ctx, GitCountCommand, cli, pass_ctx
 from .errors import NothingToDoError
-from .plural import count
+from .plural import count as counted, noun
 from .tokens import human
 
 
@@ -62,7 +62,7 @@ def branch(c: Ctx, name: str | None, start: str, list_: bool, delete: bool, dele
         if as_json:
             c.json(info.to_json())
         else:
-            c.out(f"Created branch {name} at {render.short(info.oid, 7)} ({count(info.turns, 'turn')}); 'opal switch {name}' to use it")
+            c.out(f"Created branch {name} at {render.short(info.oid, 7)} ({counted(info.turns, 'turn')}); 'opal switch {name}' to use it")
         return
     _list_branches(c, repo, local=not remotes or all_, remote=remotes or all_, as_json=as_json)
 
@@ -94,10 +94,10 @@ def _list_branches(c: Ctx, repo, *, local: bool, remote: bool, as_json: bool) ->
     for b in infos:
         mark = "*" if b.current else " "
         name_s = c.style(b.name, fg="green", bold=True) if b.current else b.name
-        rows.append([f"{mark} {name_s}", render.short(b.oid, 7), count(b.turns, "turn"), b.message.splitlines()[0] if b.message else ""])
+        rows.append([f"{mark} {name_s}", render.short(b.oid, 7), counted(b.turns, "turn"), b.message.splitlines()[0] if b.message else ""])
     for r in others:
         label = ("remotes/" + r.name) if local else r.name  # git's own spelling in each listing
-        rows.append([f"  {c.style(label, fg='red')}", render.short(r.oid, 7), count(r.turns, "turn"),
+        rows.append([f"  {c.style(label, fg='red')}", render.short(r.oid, 7), counted(r.turns, "turn"),
                      r.message.splitlines()[0] if r.message else ""])
     if not rows:
         if remote and not local:
@@ -163,8 +163,8 @@ def rewind(c: Ctx, count: int | None, to: str | None) -> None:
     repo = c.repo()
     res = porcelain.rewind(repo, count, to)
     c.out(
-        f"[{res.branch} {render.short(res.oid, 7)}] dropped {res.dropped_turns} turn{'s' if res.dropped_turns != 1 else ''} "
-        f"({res.dropped_items} records); {res.turns} turns remain. 'opal undo' takes it back."
+        f"[{res.branch} {render.short(res.oid, 7)}] dropped {counted(res.dropped_turns, 'turn')} "
+        f"({counted(res.dropped_items, 'record')}); {counted(res.turns, 'turn')} {noun(res.turns, 'remains', 'remain')}. 'opal undo' takes it back."
     )
     if res.warning:
         c.warn(res.warning)
@@ -201,8 +201,8 @@ def op() -> None:
     """The operation log: every change opal made, undoable."""
 
 
-@op.command("log", context_settings=CONTEXT)
-@click.option("-n", "--max-count", type=click.IntRange(min=1), help="Show at most this many operations.")
+@op.command("log", cls=GitCountCommand, context_settings=CONTEXT)
+@click.option("-n", "--max-count", type=click.IntRange(min=1), help="Show at most this many operations (also -N, e.g. -5).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
 def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
@@ -326,9 +326,9 @@ def _print_edit(c: Ctx, res, as_json: bool) -> None:
         return
     for n in res.notes:
         c.note(n)
-    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else f"{res.changed} tool outputs"
+    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else counted(res.changed, "tool output")
     c.out(
-        f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {res.turns_after} turns, "
+        f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {counted(res.turns_after, 'turn')}, "
         f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens (saved ~{human(res.saved)}). 'opal undo' takes it back."
     )
 

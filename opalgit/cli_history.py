@@ -11,7 +11,7 @@ import click
 
 from . import gitdate, porcelain, pretty, render, revision, sequence
 from .cli import CONTEXT, Ctx, GitCountCommand, cli, pass_ctx
-from .plural import count
+from .plural import count, noun
 from .tokens import estimate, human
 
 
@@ -263,7 +263,8 @@ def show(c: Ctx, rev: str, full: bool, as_json: bool) -> None:
         if s.model:
             lines.append(f"Model:    {s.model}")
     start, end = h.new_items
-    lines.append(f"Turns:    {h.turns} ({h.items} records); this commit added records {start + 1}..{end}" if end > start else f"Turns:    {h.turns} ({h.items} records)")
+    added = f"; this commit added records {start + 1}..{end}" if end > start else ""
+    lines.append(f"Turns:    {h.turns} ({count(h.items, 'record')}){added}")
     lines.append(f"Tokens:   ~{human(estimate(h.chars))} (estimate)")
     if h.extra.get("detached"):
         lines.append(f"State:    {h.extra['detached']} (export it to continue from here)")
@@ -299,7 +300,7 @@ def _calls_answered(repo, shown) -> dict[str, tuple[int, str]]:
 @click.argument("a", metavar="A")
 @click.argument("b", required=False, metavar="[B]")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the summary: turns, tool calls and tokens per side.")
-@click.option("--all", "include_meta", is_flag=True, help="Include the agents' bookkeeping records.")
+@click.option("--meta", "--all", "include_meta", is_flag=True, help="Include the agents' bookkeeping records (--all is the old spelling).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
 def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_json: bool) -> None:
@@ -308,17 +309,21 @@ def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_
     Turns are matched by identity: the common part is summarized, then each turn only
     in A (-), only in B (+), or changed (~, with a text diff). The working state is the
     current branch's head plus what its session has gained since the last commit.
+    As in git, 'A..B' is 'A B', and 'A...B' compares B with where A and B forked
+    (their merge base): what B did since.
 
     \b
     Examples:
       opal diff main try-sqlite
       opal diff HEAD~3              # against the working state
+      opal diff main...try-sqlite   # what try-sqlite did since it left main
       opal diff --stat main try-sqlite
       opal diff --json main try-sqlite
     """
     from . import compare
 
     repo = c.repo()
+    a, b = _diff_sides(repo, a, b)
     res = compare.diff(repo, a, b, env=os.environ, include_meta=include_meta, texts=not stat_only)
     if as_json:
         c.json(res.to_json())
@@ -326,13 +331,13 @@ def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_
     lines = [c.style(f"diff {res.a} {res.b}", bold=True)]
     lines.append(f"{res.shared_turns} turns in common ({res.common_prefix_turns} before the first difference)")
     if res.uncommitted:
-        lines.append(f"{res.uncommitted} records of the working state are not committed yet")
+        lines.append(f"{count(res.uncommitted, 'record')} of the working state {noun(res.uncommitted, 'is', 'are')} not committed yet")
     sa, sb = res.stat["a"], res.stat["b"]
     lines.append(
-        f"{res.a}: {sa['turns']} turns only here, {sa['tool_calls']} tool calls, ~{human(sa['tokens'])} tokens"
+        f"{res.a}: {count(sa['turns'], 'turn')} only here, {count(sa['tool_calls'], 'tool call')}, ~{human(sa['tokens'])} tokens"
     )
     lines.append(
-        f"{res.b}: {sb['turns']} turns only here, {sb['tool_calls']} tool calls, ~{human(sb['tokens'])} tokens"
+        f"{res.b}: {count(sb['turns'], 'turn')} only here, {count(sb['tool_calls'], 'tool call')}, ~{human(sb['tokens'])} tokens"
     )
     lines.append(
         f"{res.stat['turns_removed']} removed, {res.stat['turns_added']} added, {res.stat['turns_changed']} changed"
@@ -348,6 +353,22 @@ def diff(c: Ctx, a: str, b: str | None, stat_only: bool, include_meta: bool, as_
                 style = {"+": "green", "-": "red"}.get(d[:1])
                 lines.append("      " + (c.style(d, fg=style) if style else d))
     c.out(lines, page=True)
+
+
+def _diff_sides(repo, a: str, b: str | None) -> tuple[str, str | None]:
+    """git diff's ranges: ``A..B`` is ``A B``, ``A...B`` is ``merge-base(A, B) B``."""
+    from .errors import UsageError
+
+    r = revision.split_range(a)
+    if r.kind == "not":
+        raise UsageError(f"diff compares two states: {a!r} only excludes one", hint="write 'opal diff A B' or 'opal diff A...B'")
+    if r.kind == "one":
+        return a, b
+    if b is not None:
+        raise UsageError(f"a range and another revision: {a!r} {b!r}", hint="give 'A..B', 'A...B' or 'A B'")
+    if r.kind == "two":
+        return r.left, r.right
+    return revision.merge_base(repo, r.left, r.right).hex()[:12], r.right
 
 
 @cli.command(context_settings=CONTEXT)
@@ -375,13 +396,13 @@ def stats(c: Ctx, rev: str, top: int, exact: bool, as_json: bool) -> None:
     if as_json:
         c.json(st.to_json())
         return
-    lines = [c.style(f"{rev} ({render.short(st.oid, 7)}): {st.turns} turns, {st.tool_calls} tool calls, ~{human(st.tokens)} tokens", bold=True)]
+    lines = [c.style(f"{rev} ({render.short(st.oid, 7)}): {count(st.turns, 'turn')}, {count(st.tool_calls, 'tool call')}, ~{human(st.tokens)} tokens", bold=True)]
     lines.append("")
     lines.append("By kind:")
-    lines += ["  " + r for r in render.table([[k, f"{v['turns']} turns", f"~{human(v['tokens'])} tokens"] for k, v in st.by_kind.items()])]
+    lines += ["  " + r for r in render.table([[k, count(v['turns'], 'turn'), f"~{human(v['tokens'])} tokens"] for k, v in st.by_kind.items()])]
     if st.by_tool:
         lines.append("By tool (calls and their results):")
-        lines += ["  " + r for r in render.table([[k, f"{v['turns']} turns", f"~{human(v['tokens'])} tokens"] for k, v in st.by_tool.items()])]
+        lines += ["  " + r for r in render.table([[k, count(v['turns'], 'turn'), f"~{human(v['tokens'])} tokens"] for k, v in st.by_tool.items()])]
     lines.append(f"Biggest turns (see them with 'opal show {rev}:N'):")
     lines += ["  " + r for r in render.table([[f"#{b['turn']}", f"~{human(b['tokens'])}", str(b['role']), str(b['kind']), str(b['tool'] or '')] for b in st.biggest])]
     c.out(lines, page=True)
