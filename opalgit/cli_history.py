@@ -82,7 +82,8 @@ def log(c: Ctx, revs: tuple[str, ...], max_count: int | None, skip: int, since: 
         lines.append(pre + body[0])
         lines += [(cont + line) if line else cont.rstrip() for line in body[1:]]
         lines += after
-    c.out(lines, page=True)
+    if lines:  # nothing at all for an empty range, as git prints
+        c.out(lines, page=True)
 
 
 def _log_starts(repo, revs: tuple[str, ...], all_refs: bool) -> tuple[list[bytes], set[bytes]]:
