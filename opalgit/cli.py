@@ -44,7 +44,18 @@ COMMAND_MODULES = (
 )
 
 
-class LazyGroup(click.Group):
+class HintGroup(click.Group):
+    """A group whose unknown subcommand gets opal's hint (:func:`unknown_command`):
+    close names only, and what a git verb is called here."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if ctx.resilient_parsing or name.startswith("-") or self.get_command(ctx, name) is not None:
+            return super().resolve_command(ctx, args)
+        raise unknown_command(name, self.list_commands(ctx), ctx.command_path)
+
+
+class LazyGroup(HintGroup):
     """A group whose commands from other modules are imported when first used.
 
     Running a command imports only the module that defines it; listing them
@@ -52,6 +63,9 @@ class LazyGroup(click.Group):
     from outside (the docs generator, tests) imports every module first, so it is
     the complete mapping, as if everything had been imported up front.
     """
+
+    #: The groups under it (``opal op``, ``opal hooks``) give the same hints.
+    group_class = HintGroup
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         self._lazy = dict(lazy_commands or {})
@@ -93,11 +107,6 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self._commands, *self._lazy})
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
-        name = args[0] if args else ""
-        if ctx.resilient_parsing or name.startswith("-") or self.get_command(ctx, name) is not None:
-            return super().resolve_command(ctx, args)
-        raise unknown_command(name, self.list_commands(ctx), "opal")
 
 
 #: git's verbs that opal has under another name (or not at all): what to type instead.
@@ -141,7 +150,7 @@ def unknown_command(name: str, names: Iterable[str], prog: str) -> "OpalError":
     from .errors import UsageError
 
     hint = None
-    if name in GIT_VERBS:
+    if name in GIT_VERBS and prog == "opal":
         hint = f"git's {name} in opal: {GIT_VERBS[name]}"
     else:
         near = close_names(name, names)

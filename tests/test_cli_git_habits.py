@@ -409,3 +409,10 @@ def test_one_turn_is_one_turn(history):
     assert "1 turn," in ok("stats", cwd=project).stdout
     ok("branch", "one", "HEAD", cwd=project)
     assert "(1 turn)" in ok("branch", "two", "HEAD", cwd=project).stdout
+
+
+def test_subcommand_groups_give_the_same_hints(project):
+    r = opal("op", "lgo", cwd=project)
+    assert r.returncode == 2 and "did you mean 'opal op log'?" in r.stderr
+    r = opal("hooks", "instal", cwd=project)
+    assert r.returncode == 2 and "did you mean 'opal hooks install'?" in r.stderr
