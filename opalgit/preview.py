@@ -9,6 +9,7 @@ space, and a long preview ends in "...".
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .model import Normal
@@ -51,23 +52,48 @@ def _result_text(output: Any) -> str:
     return "" if output is None else json.dumps(output, ensure_ascii=False)
 
 
+# The envelope Codex wraps around a command's output, and Gemini CLI's marker around
+# a shell result: the preview shows the output itself (a failing exit code kept).
+_ENVELOPES = (
+    re.compile(r"(?:Chunk ID: \S+\n)?Wall time: [^\n]*\n(?:Process exited with code (?P<code>-?\d+)\n)?"
+               r"(?:Original token count: \d+\n)?Output:\n"),
+    re.compile(r"Exit code: (?P<code>-?\d+)\nWall time: [^\n]*\nOutput:\n"),
+    re.compile(r"<untrusted_context>\s*(?:Output: )?"),
+)
+
+
+def _unwrapped(output: str) -> str:
+    for pattern in _ENVELOPES:
+        m = pattern.match(output)
+        if m is not None:
+            code = m.groupdict().get("code")
+            rest = output[m.end():]
+            return f"[exit {code}] {rest}" if code not in (None, "0") else rest
+    return output
+
+
+def _line(b: dict) -> str:
+    kind = b.get("type")
+    if kind in ("text", "reasoning"):
+        return b.get("text") or ""
+    if kind == "tool_call":
+        return f"{b.get('name')} {_call_subject(b.get('input'))}"
+    if kind == "tool_result":
+        return _unwrapped(_result_text(b.get("output")))
+    return ""
+
+
 def text(normal: Normal, width: int = 72) -> str:
-    """The preview of one normalized turn, at most ``width`` characters."""
-    for b in normal.blocks:
-        kind = b.get("type")
-        if kind in ("text", "reasoning") and b.get("text"):
-            line = b["text"]
-        elif kind == "tool_call":
-            line = f"{b.get('name')} {_call_subject(b.get('input'))}"
-        elif kind == "tool_result":
-            line = _result_text(b.get("output"))
-            if not line.strip():
-                continue
-        else:
-            continue
-        line = " ".join(str(line).split())
-        return line if len(line) <= width else line[: width - 3] + "..."
-    return normal.label or ""
+    """The preview of one normalized turn, at most ``width`` characters: its first
+    tool call if it makes any (the words around a call say less than the call),
+    else its first text or result."""
+    calls = [b for b in normal.blocks if b.get("type") == "tool_call"]
+    if calls:
+        line = _line(calls[0]) + (f" (+{len(calls) - 1} more)" if len(calls) > 1 else "")
+    else:
+        line = next((t for t in map(_line, normal.blocks) if t.strip()), normal.label or "")
+    line = " ".join(str(line).split())
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def of_item(repo, item, width: int = 72) -> str:

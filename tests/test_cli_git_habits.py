@@ -416,3 +416,32 @@ def test_subcommand_groups_give_the_same_hints(project):
     assert r.returncode == 2 and "did you mean 'opal op log'?" in r.stderr
     r = opal("hooks", "instal", cwd=project)
     assert r.returncode == 2 and "did you mean 'opal hooks install'?" in r.stderr
+
+
+def test_previews_of_codex_and_gemini_sessions(project):
+    from tests.conftest import FIXTURES
+
+    ok("init", cwd=project)
+    codex = os.path.join(FIXTURES, "codex", "generated", "rollout-2026-11-30T12-28-19-01a22c6d-7181-79e0-a047-a4ffeeaf6f75.jsonl")
+    gemini = os.path.join(FIXTURES, "gemini", "generated", "session-2026-11-30T12-25-aaf40a27.jsonl")
+    ok("commit", "--file", codex, "--agent", "codex", cwd=project)
+    rows = {line.split()[0]: line for line in ok("log", "--turns", cwd=project).stdout.splitlines()[1:]}
+    assert rows["2"].endswith("exec_command ls -la")
+    assert rows["3"].split()[3] == "exec_command" and "total 20" in rows["3"] and "Chunk ID" not in rows["3"]
+    ok("switch", "-c", "g", cwd=project)
+    ok("commit", "--file", gemini, "--agent", "gemini", cwd=project)
+    rows = {line.split()[0]: line for line in ok("log", "--turns", cwd=project).stdout.splitlines()[1:]}
+    assert rows["2"].endswith("run_shell_command ls -la")  # the call, not the words around it
+    assert rows["3"].rstrip().endswith("README.md") and "read_file /" in rows["3"]
+
+
+def test_a_failed_command_keeps_its_exit_code_in_the_preview():
+    from opalgit import preview
+
+    out = "Chunk ID: ab12\nWall time: 0.1 seconds\nProcess exited with code 2\nOriginal token count: 9\nOutput:\nno such file\n"
+    n = Normal(role="tool", blocks=[{"type": "tool_result", "call_id": "c", "output": out}])
+    assert preview.text(n) == "[exit 2] no such file"
+    calls = Normal(role="assistant", blocks=[{"type": "text", "text": "Let me look."},
+                                             {"type": "tool_call", "id": "a", "name": "Bash", "input": {"command": "ls"}},
+                                             {"type": "tool_call", "id": "b", "name": "Read", "input": {"file_path": "x.py"}}])
+    assert preview.text(calls) == "Bash ls (+1 more)"
