@@ -56,9 +56,9 @@ def parse_option(value: str) -> tuple[str, str | None]:
 
 def git_date(sig: Signature) -> str:
     """git's default date form: ``Tue Dec 1 23:24:58 2026 +0000`` (the day not padded)."""
-    tz = _dt.timezone(_dt.timedelta(minutes=sig.offset))
-    t = _dt.datetime.fromtimestamp(sig.time, tz)
-    return f"{t:%a %b} {t.day} {t:%H:%M:%S %Y} {_zone(sig.offset)}"
+    from .render import when
+
+    return when(sig.time, sig.offset)
 
 
 def _zone(offset: int) -> str:

@@ -24,8 +24,10 @@ def short(oid: bytes, n: int = 10) -> str:
 
 
 def when(ts: int, offset_minutes: int = 0) -> str:
+    """git's default date form, ``Tue Dec 1 23:24:58 2026 +0000`` (the day not zero-padded)."""
     tz = _dt.timezone(_dt.timedelta(minutes=offset_minutes))
-    return _dt.datetime.fromtimestamp(ts, tz).strftime("%a %b %d %H:%M:%S %Y %z")
+    t = _dt.datetime.fromtimestamp(ts, tz)
+    return f"{t:%a %b} {t.day} {t:%H:%M:%S %Y %z}"
 
 
 def when_ms(ms: int | None) -> str:
