@@ -554,7 +554,7 @@ def fsck(c: Ctx, as_json: bool) -> None:
         c.json(report.to_json())
     else:
         r = report
-        c.out(f"checked {count(r.commits, 'commit')}, {count(r.leaves, 'leaf', 'leaves')}, {count(r.turns, 'turn')}, "
+        c.out(f"checked {count(r.commits, 'commit')}, {count(r.leaves, 'leaf')}, {count(r.turns, 'turn')}, "
               f"{count(r.payloads, 'payload')}, {count(r.operations, 'operation')}")
         for p in r.problems:
             c.out(c.style("problem: ", fg="red") + p)

@@ -97,8 +97,8 @@ def _log_starts(repo, revs: tuple[str, ...], all_refs: bool) -> tuple[list[bytes
         starts += [oid for name, oid in sorted(repo.refs.all().items()) if name.startswith(REMOTE_PREFIX)]
         if not starts:
             raise RevisionError("no branch has commits yet", hint="run 'opal commit' to record the agent session")
-    elif not texts or not starts:
-        # Only exclusions (^A) or nothing: from HEAD, as git does.
+    elif not texts:
+        # No revision at all: HEAD. (Only exclusions, '^A', list nothing, as in git.)
         starts += [porcelain.resolve(repo, "HEAD").oid]
     return starts, hide
 

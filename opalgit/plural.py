@@ -8,11 +8,12 @@ from __future__ import annotations
 
 # Nouns whose plural is not the singular plus "s".
 _IRREGULAR = {"child": "children", "entry": "entries", "branch": "branches", "match": "matches",
-              "was": "were", "is": "are"}
+              "leaf": "leaves", "process": "processes"}
 
 
 def noun(n: int, singular: str, plural: str | None = None) -> str:
-    """``singular`` or its plural, as ``n`` asks (English: only exactly 1 is singular)."""
+    """``singular`` or its plural, as ``n`` asks (English: only exactly 1 is singular).
+    Give ``plural`` for a verb that agrees with the count (``noun(n, "remains", "remain")``)."""
     if n == 1:
         return singular
     if plural is not None:
