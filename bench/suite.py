@@ -639,7 +639,7 @@ class Bench:
         inst = self.opal("hooks", "install", cwd=hooked)
         simulated = ""
         if inst.rc != 0:
-            if "No such command" not in inst.err:
+            if "No such command" not in inst.err and "no command" not in inst.err:  # older and newer opal
                 inst.check()
             simulated = "opal hooks does not exist yet: simulated with a post-commit script running 'python -m opalgit commit'"
             hook = os.path.join(hooked, ".git", "hooks", "post-commit")

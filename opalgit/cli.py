@@ -15,6 +15,7 @@ import click
 
 from . import __version__
 from .errors import NothingToDoError, OpalError
+from .plural import count
 from .repo import Repository
 from .structs import dataclass
 
@@ -45,7 +46,18 @@ COMMAND_MODULES = (
 )
 
 
-class LazyGroup(click.Group):
+class HintGroup(click.Group):
+    """A group whose unknown subcommand gets opal's hint (:func:`unknown_command`):
+    close names only, and what a git verb is called here."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if ctx.resilient_parsing or name.startswith("-") or self.get_command(ctx, name) is not None:
+            return super().resolve_command(ctx, args)
+        raise unknown_command(name, self.list_commands(ctx), ctx.command_path)
+
+
+class LazyGroup(HintGroup):
     """A group whose commands from other modules are imported when first used.
 
     Running a command imports only the module that defines it; listing them
@@ -53,6 +65,9 @@ class LazyGroup(click.Group):
     from outside (the docs generator, tests) imports every module first, so it is
     the complete mapping, as if everything had been imported up front.
     """
+
+    #: The groups under it (``opal op``, ``opal hooks``) give the same hints.
+    group_class = HintGroup
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         self._lazy = dict(lazy_commands or {})
@@ -95,6 +110,74 @@ class LazyGroup(click.Group):
         return sorted({*self._commands, *self._lazy})
 
 
+
+#: git's verbs that opal has under another name (or not at all): what to type instead.
+GIT_VERBS = {
+    "reset": "'opal rewind N' drops the last N turns, 'opal rewind --to REV:N' keeps turns 1..N, "
+             "'opal undo' takes back the last operation",
+    "revert": "'opal undo' takes back an operation ('opal op log' lists them); 'opal drop FROM..TO' cuts turns out",
+    "checkout": "'opal switch NAME' changes branch, 'opal switch -c NEW START' makes one; 'opal export' writes a state for an agent",
+    "rebase": "'opal drop FROM..TO', 'opal squash FROM..TO' and 'opal rewind' edit a branch's turns; 'opal merge' joins branches",
+    "stash": "'opal branch NAME' keeps the current state on a branch, then 'opal rewind' or 'opal switch' moves on",
+    "cherry-pick": "'opal merge REV' brings another branch's turns in",
+    "restore": "'opal export REV' writes a state back as an agent session; 'opal resume REV' starts the agent on it",
+    "tag": "opal has no tags: 'opal branch NAME REV' names a state",
+    "remote": "opal uses git's remotes ('git remote -v'); 'opal push', 'opal fetch' and 'opal pull' move state",
+    "add": "nothing to stage: 'opal commit' records the agent session as it is",
+    "reflog": "'opal op log' lists every operation; 'opal undo' takes one back",
+    "clone": "'opal clone-state URL' fetches the states of a remote",
+}
+
+
+def _distance(a: str, b: str) -> int:
+    """Edit distance, a transposition counting as one edit (optimal string alignment)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def close_names(name: str, names: Iterable[str]) -> list[str]:
+    """Names a typo of ``name`` could have meant: one edit away (two for longer
+    names), or that it begins. Nothing further: a far guess proposes a different
+    command, and running it may do something else entirely ('reset' is not 'resume')."""
+    limit = 1 if len(name) <= 4 else 2
+    return sorted(n for n in names if _distance(name, n) <= limit or (len(name) >= 3 and n.startswith(name)))
+
+
+def unknown_command(name: str, names: Iterable[str], prog: str) -> "OpalError":
+    from .errors import UsageError
+
+    hint = None
+    if name in GIT_VERBS and prog == "opal":
+        hint = f"git's {name} in opal: {GIT_VERBS[name]}"
+    else:
+        near = close_names(name, names)
+        if near:
+            hint = "did you mean " + " or ".join(f"'{prog} {n}'" for n in near) + "?"
+    where = "" if prog == "opal" else f" in '{prog}'"
+    return UsageError(f"no command {name!r}{where}", hint=hint or f"'{prog.replace('opal', 'opal help', 1)}' lists the commands")
+
+
+class GitCountCommand(click.Command):
+    """A command that takes git's ``-N`` for ``-n N`` (``opal log -3``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            if len(arg) > 1 and arg[0] == "-" and arg[1:].isdigit():
+                out += ["-n", arg[1:]]
+            else:
+                out.append(arg)
+        return super().parse_args(ctx, out)
+
+
 @dataclass
 class Ctx:
     """What every command gets from the top-level options: where it runs and how it prints."""
@@ -112,8 +195,13 @@ class Ctx:
 
     def out(self, lines: Iterable[str] | str, *, page: bool = False) -> None:
         text = lines if isinstance(lines, str) else "\n".join(lines)
-        if page and self.pager and sys.stdout.isatty():
+        pager = pager_command(os.environ, lambda: _core_pager(self.cwd)) if page and self.pager and sys.stdout.isatty() else None
+        if pager and _pager_runs(pager, self):
+            # As git starts its pager: LESS=FRX (quit if one screen, keep colour, no
+            # screen clearing) and LV=-c unless the user set them.
             os.environ.setdefault("LESS", "FRX")
+            os.environ.setdefault("LV", "-c")
+            os.environ["PAGER"] = pager  # what click runs (as an argv, without a shell)
             click.echo_via_pager(text + "\n", color=self.color)
         else:
             click.echo(text, color=self.color)
@@ -131,6 +219,56 @@ class Ctx:
 
     def warn(self, text: str) -> None:
         click.echo(self.style("warning: ", fg="yellow", bold=True) + text, err=True, color=self.color)
+
+
+def pager_command(env: Mapping[str, str], core_pager) -> str | None:
+    """The pager git would run, opal's own variable first: OPAL_PAGER, GIT_PAGER, git's
+    ``core.pager`` (``core_pager()`` reads it), PAGER, then ``less``. Empty or ``cat``
+    means no pager, as in git."""
+    for var in ("OPAL_PAGER", "GIT_PAGER"):
+        if var in env:
+            chosen = env[var]
+            break
+    else:
+        configured = core_pager()
+        chosen = configured if configured is not None else env.get("PAGER", "less")
+    chosen = chosen.strip()
+    return None if chosen in ("", "cat") else chosen
+
+
+def _core_pager(cwd: str) -> str | None:
+    """git's ``core.pager`` for this folder: the repository's config, then the user's
+    and the system's (libgit2 reads the same files git does)."""
+    import pygit2
+
+    try:
+        return Repository.discover(cwd).git.config["core.pager"]
+    except KeyError:
+        return None  # the repository's config, with the user's and the system's, has none
+    except (OpalError, OSError, ValueError, pygit2.GitError):
+        pass  # no repository here to read: the user's own config, if there is one
+    try:
+        return pygit2.Config.get_global_config()["core.pager"]
+    except (KeyError, OSError, ValueError, pygit2.GitError):
+        return None
+
+
+def _pager_runs(pager: str, c: "Ctx") -> bool:
+    import shlex
+    import shutil
+
+    try:
+        argv = shlex.split(pager)
+    except ValueError:
+        argv = []
+    if any(ch in pager for ch in "|;&<>$`") or not argv:
+        c.note(f"the pager {pager!r} needs a shell, and opal runs its pager without one; printing directly "
+               "(set OPAL_PAGER to a plain command, e.g. 'less -R')")
+        return False
+    if shutil.which(argv[0]) is None:
+        c.note(f"the pager {argv[0]!r} is not on PATH; printing directly (set OPAL_PAGER, or OPAL_PAGER= for none)")
+        return False
+    return True
 
 
 def _json_default(value: Any) -> Any:
@@ -151,9 +289,9 @@ pass_ctx = click.make_pass_decorator(Ctx)
     type=click.Choice(["auto", "always", "never"]),
     default="auto",
     show_default=True,
-    help="Colour output (auto: only on a terminal, and not when NO_COLOR is set).",
+    help="Colour output (auto: only on a terminal, and not when NO_COLOR is set to a non-empty value).",
 )
-@click.option("--no-pager", is_flag=True, help="Never page long output.")
+@click.option("--no-pager", is_flag=True, help="Never page long output (the pager: OPAL_PAGER, GIT_PAGER, core.pager, PAGER, less).")
 @click.pass_context
 def cli(ctx: click.Context, directory: str | None, verbose: bool, color: str, no_pager: bool) -> None:
     """opal: git for coding-agent sessions.
@@ -171,7 +309,8 @@ def cli(ctx: click.Context, directory: str | None, verbose: bool, color: str, no
       opal undo                      # take it back
     """
     if color == "auto":
-        use_color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        # no-color.org: NO_COLOR counts when it is set and not empty.
+        use_color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     else:
         use_color = color == "always"
     cwd = os.path.abspath(directory) if directory else os.getcwd()
@@ -181,6 +320,43 @@ def cli(ctx: click.Context, directory: str | None, verbose: bool, color: str, no
     if problem is not None:
         raise click.UsageError(f"-C {directory}: {problem}")
     ctx.obj = Ctx(cwd=cwd, verbose=verbose, color=use_color, pager=not no_pager and "OPAL_NO_PAGER" not in os.environ)
+
+
+# ------------------------------------------------------------------------------ help
+
+
+@cli.command("help", context_settings=CONTEXT)
+@click.argument("command", nargs=-1, metavar="[COMMAND]...")
+@click.pass_context
+def help_(ctx: click.Context, command: tuple[str, ...]) -> None:
+    """Show the help of opal, or of COMMAND (the same as 'opal COMMAND --help').
+
+    \b
+    Examples:
+      opal help
+      opal help log
+      opal help op log
+    """
+    parent = ctx.parent
+    assert parent is not None
+    cmd: click.Command = parent.command
+    at = parent
+    path = ["opal"]
+    for name in command:
+        sub = cmd.get_command(at, name) if isinstance(cmd, click.Group) else None
+        if sub is None:
+            if not isinstance(cmd, click.Group):
+                raise click.UsageError(f"'{' '.join(path)}' has no subcommands")
+            raise unknown_command(name, cmd.list_commands(at), " ".join(path))
+        at = click.Context(sub, info_name=name, parent=at)
+        cmd = sub
+        path.append(name)
+    obj = ctx.find_object(Ctx)
+    text = cmd.get_help(at)
+    if obj is not None:
+        obj.out(text, page=True)
+    else:
+        click.echo(text)
 
 
 # ------------------------------------------------------------------------------ init
@@ -217,7 +393,7 @@ def init(c: Ctx) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.option("-m", "--message", help="Commit message (default: a summary of what is new).")
 @click.option("--agent", help="Only look for this agent's sessions (e.g. claude).")
-@click.option("--session", "session_id", metavar="ID", help="Record this session, wherever its file is.")
+@click.option("--session", "session_id", metavar="ID", help="Record this session, wherever its file is (the short id opal prints will do).")
 @click.option("--file", "path", type=click.Path(dir_okay=False), help="Record this session file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
@@ -240,6 +416,8 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
     from . import porcelain, render
 
     repo = c.repo()
+    if session_id is not None and path is None:
+        session_id = full_session_id(repo, os.environ, c.cwd, agent, session_id)
     try:
         res = porcelain.commit(repo, os.environ, c.cwd, message=message, agent=agent, session=session_id, file=path)
     except NothingToDoError as exc:
@@ -276,11 +454,34 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
     assert res.oid is not None
     c.out(
         f"[{res.branch} {c.style(render.short(res.oid, 7), fg='yellow')}] "
-        f"{res.new_turns} new turn{'s' if res.new_turns != 1 else ''} ({res.turns} in all) "
+        f"{count(res.new_turns, 'new turn')} ({res.turns} in all) "
         f"from {res.session.agent if res.session else '?'} session {res.session.id[:8] if res.session else '?'}"
     )
     for fork in res.forks:
         c.out(f"  branch {fork}: another line of conversation in the same session file")
+
+
+def full_session_id(repo: Repository, env: Mapping[str, str], cwd: str, agent: str | None, text: str) -> str:
+    """The session id that ``text`` begins, as opal prints them (``5c0375b4``): among
+    the sessions of this folder and the ones branches track. A full id is kept as
+    given (it may be a session of another folder); two matches are refused."""
+    from . import adapters, porcelain
+    from .errors import UsageError
+
+    chosen = [adapters.get(agent)] if agent else list(adapters.all_adapters().values())
+    if len(text) < 4 or any(ad.find_session(text, env) is not None for ad in chosen):
+        return text
+    found: set[str] = set()
+    for directory in porcelain._search_dirs(repo, cwd):
+        for ad in chosen:
+            found.update(f.id for f in ad.find_sessions(directory, env) if f.id.startswith(text))
+    for name in repo.refs.branches():
+        tracked = porcelain.tracked_session(repo, name)
+        if tracked and (agent is None or tracked[0] == agent) and tracked[1].startswith(text):
+            found.add(tracked[1])
+    if len(found) > 1:
+        raise UsageError(f"session {text!r} is ambiguous: {', '.join(sorted(found))}", hint="give more of its id")
+    return found.pop() if found else text
 
 
 # ------------------------------------------------------------------------------ status
@@ -358,13 +559,14 @@ def fsck(c: Ctx, as_json: bool) -> None:
         c.json(report.to_json())
     else:
         r = report
-        c.out(f"checked {r.commits} commits, {r.leaves} leaves, {r.turns} turns, {r.payloads} payloads, {r.operations} operations")
+        c.out(f"checked {count(r.commits, 'commit')}, {count(r.leaves, 'leaf')}, {count(r.turns, 'turn')}, "
+              f"{count(r.payloads, 'payload')}, {count(r.operations, 'operation')}")
         for p in r.problems:
             c.out(c.style("problem: ", fg="red") + p)
         if r.ok:
             c.out("no problems found")
     if not report.ok:
-        raise CorruptObjectError(f"{len(report.problems)} problem(s) found", hint="see the list above; 'opal op log' and 'opal undo' may restore a good state")
+        raise CorruptObjectError(f"{count(len(report.problems), 'problem')} found", hint="see the list above; 'opal op log' and 'opal undo' may restore a good state")
 
 
 # ------------------------------------------------------------------------------ demo

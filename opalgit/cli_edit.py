@@ -8,8 +8,9 @@ from __future__ import annotations
 import click
 
 from . import porcelain, render
-from .cli import CONTEXT, Ctx, cli, pass_ctx
+from .cli import CONTEXT, Ctx, GitCountCommand, cli, pass_ctx
 from .errors import NothingToDoError
+from .plural import count as counted, noun
 from .tokens import human
 
 
@@ -21,47 +22,91 @@ from .tokens import human
 @click.argument("start", required=False, default="HEAD", metavar="[START]")
 @click.option("-l", "--list", "list_", is_flag=True, help="List branches (the default without NAME).")
 @click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
+@click.option("-D", "delete_force", is_flag=True, help="Delete branch NAME, even the current one (--delete --force).")
+@click.option("-m", "--move", "move", is_flag=True, help="Rename: 'branch -m NEW' renames the current branch, 'branch -m OLD NEW' another.")
+@click.option("-M", "move_force", is_flag=True, help="Rename, replacing a branch that has the new name (--move --force).")
+@click.option("-r", "--remotes", is_flag=True, help="List the remote-tracking branches.")
+@click.option("-a", "--all", "all_", is_flag=True, help="List local and remote-tracking branches.")
 @click.option("-f", "--force", is_flag=True, help="With NAME START: move an existing branch.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
-def branch(c: Ctx, name: str | None, start: str, list_: bool, delete: bool, force: bool, as_json: bool) -> None:
-    """List, create or delete branches of context.
+def branch(c: Ctx, name: str | None, start: str, list_: bool, delete: bool, delete_force: bool, move: bool,
+           move_force: bool, remotes: bool, all_: bool, force: bool, as_json: bool) -> None:
+    """List, create, rename or delete branches of context.
 
     START may be a commit (HEAD~1, a short id) or a turn (HEAD:12): a branch at a
-    turn starts from the state as it was right after that turn.
+    turn starts from the state as it was right after that turn. A rename carries the
+    session the branch tracks, and 'opal undo' takes it back.
 
     \b
     Examples:
       opal branch                     # list
+      opal branch -a                  # with the remote-tracking branches
       opal branch try-sqlite HEAD~1   # fork the context at the previous commit
       opal branch retry HEAD:12       # fork right after turn 12
+      opal branch -m try-sqlite sqlite
       opal branch -d try-sqlite
     """
     repo = c.repo()
-    if delete:
+    if delete or delete_force:
         if not name:
             raise click.UsageError("branch -d needs a NAME")
-        oid = porcelain.branch_delete(repo, name, force=force)
+        oid = porcelain.branch_delete(repo, name, force=force or delete_force)
         c.out(f"Deleted branch {name} (was {render.short(oid, 7)}); 'opal undo' restores it")
         return
-    if name and not list_:
+    if move or move_force:
+        _rename(c, repo, name, start if _given(start) else None, move_force or force)
+        return
+    if name and not (list_ or remotes or all_):
         info = porcelain.branch_create(repo, name, start, force=force)
         if as_json:
             c.json(info.to_json())
         else:
-            c.out(f"Created branch {name} at {render.short(info.oid, 7)} ({info.turns} turns); 'opal switch {name}' to use it")
+            c.out(f"Created branch {name} at {render.short(info.oid, 7)} ({counted(info.turns, 'turn')}); 'opal switch {name}' to use it")
         return
-    infos = porcelain.branches(repo)
+    _list_branches(c, repo, local=not remotes or all_, remote=remotes or all_, as_json=as_json)
+
+
+def _given(start: str) -> bool:
+    # START defaults to "HEAD": 'branch -m HEAD' is not a name anyone renames to.
+    return click.get_current_context().get_parameter_source("start") != click.core.ParameterSource.DEFAULT
+
+
+def _rename(c: Ctx, repo, name: str | None, new: str | None, force: bool) -> None:
+    from .branchops import branch_rename
+
+    if name is None:
+        raise click.UsageError("branch -m needs the new name: 'opal branch -m NEW' or 'opal branch -m OLD NEW'")
+    old, new = (porcelain.current_branch(repo), name) if new is None else (name, new)
+    oid = branch_rename(repo, old, new, force=force)
+    c.out(f"Renamed branch {old} to {new} (at {render.short(oid, 7)}); 'opal undo' takes it back")
+
+
+def _list_branches(c: Ctx, repo, *, local: bool, remote: bool, as_json: bool) -> None:
+    from .branchops import remote_branches
+
+    infos = porcelain.branches(repo) if local else []
+    others = remote_branches(repo) if remote else []
     if as_json:
-        c.json({"branches": [b.to_json() for b in infos]})
+        body = {"branches": [b.to_json() for b in infos]}
+        if remote:
+            body["remote_branches"] = [r.to_json() for r in others]
+        c.json(body)
         return
     rows = []
     for b in infos:
         mark = "*" if b.current else " "
         name_s = c.style(b.name, fg="green", bold=True) if b.current else b.name
-        rows.append([f"{mark} {name_s}", render.short(b.oid, 7), f"{b.turns} turns", b.message.splitlines()[0] if b.message else ""])
+        rows.append([f"{mark} {name_s}", render.short(b.oid, 7), counted(b.turns, "turn"), b.message.splitlines()[0] if b.message else ""])
+    for r in others:
+        label = ("remotes/" + r.name) if local else r.name  # git's own spelling in each listing
+        rows.append([f"  {c.style(label, fg='red')}", render.short(r.oid, 7), counted(r.turns, "turn"),
+                     r.message.splitlines()[0] if r.message else ""])
     if not rows:
-        c.out(f"no branches yet; 'opal commit' creates {porcelain.current_branch(repo)}")
+        if remote and not local:
+            c.out("no remote-tracking branches; 'opal fetch' makes them")
+        else:
+            c.out(f"no branches yet; 'opal commit' creates {porcelain.current_branch(repo)}")
         return
     c.out(render.table(rows))
 
@@ -74,12 +119,21 @@ def branch(c: Ctx, name: str | None, start: str, list_: bool, delete: bool, forc
 def switch(c: Ctx, name: str, create: bool, start: str) -> None:
     """Make NAME the current branch: later commits, rewinds and exports act on it.
 
+    NAME '-' is the branch you were on before, as in git.
+
     \b
     Examples:
       opal switch try-sqlite
+      opal switch -                 # back to the previous branch
       opal switch -c retry HEAD:12
     """
     repo = c.repo()
+    if name == "-":
+        if create:
+            raise click.UsageError("switch -c needs a NAME for the new branch, not '-'")
+        from .branchops import previous_branch
+
+        name = previous_branch(repo)
     try:
         porcelain.switch(repo, name, create=create, start=start)
     except NothingToDoError as exc:
@@ -155,8 +209,8 @@ def op() -> None:
     """The operation log: every change opal made, undoable."""
 
 
-@op.command("log", context_settings=CONTEXT)
-@click.option("-n", "--max-count", type=click.IntRange(min=1), help="Show at most this many operations.")
+@op.command("log", cls=GitCountCommand, context_settings=CONTEXT)
+@click.option("-n", "--max-count", type=click.IntRange(min=1), help="Show at most this many operations (also -N, e.g. -5).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
 def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
@@ -296,9 +350,9 @@ def _print_edit(c: Ctx, res, as_json: bool) -> None:
         return
     for n in res.notes:
         c.note(n)
-    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else render.count(res.changed, "tool output")
+    what = f"turns {res.range[0]}..{res.range[1]}" if res.range else counted(res.changed, "tool output")
     c.out(
-        f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {res.turns_after} turns, "
+        f"[{res.branch} {render.short(res.oid, 7)}] {res.command} {what}: {res.turns_before} -> {counted(res.turns_after, 'turn')}, "
         f"~{human(res.tokens_before)} -> ~{human(res.tokens_after)} tokens ({_saved(res.saved)}). 'opal undo' takes it back."
     )
 

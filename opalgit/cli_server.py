@@ -20,6 +20,7 @@ from . import client
 from .cli import CONTEXT, Ctx, cli, pass_ctx
 from .errors import OpalError
 from .jsonout import iso_seconds
+from .plural import count
 
 #: How long ``start`` and ``stop`` wait for the server, in seconds.
 WAIT = 15.0
@@ -33,7 +34,7 @@ def _where() -> tuple[str, str]:
 def _describe(info: dict) -> list[str]:
     age = max(time.time() - info["started"], 0.0)
     return [
-        f"Command server {info['pid']}, up {_span(age)}, {info['served']} request(s) served",
+        f"Command server {info['pid']}, up {_span(age)}, {count(info['served'], 'request')} served",
         f"  socket:  {info['path']}",
         f"  stops after {_span(info['idle'])} without a command (OPAL_SERVER_IDLE)",
     ]

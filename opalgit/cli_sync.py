@@ -19,6 +19,7 @@ from . import hooks, links, porcelain, render
 from .argv import check_url, command as cmdline
 from .cli import CONTEXT, Ctx, cli, pass_ctx
 from .errors import NothingToDoError, OpalError, UsageError
+from .plural import count
 from .repo import Repository
 from .tokens import estimate, human
 
@@ -312,14 +313,14 @@ def at(c: Ctx, rev: str, as_json: bool) -> None:
     asked = found.asked
     lines = [f"Code commit {c.style(asked.short, fg='yellow')}  {asked.subject}"]
     if found.distance:
-        back = f"{found.distance} commit{'s' if found.distance != 1 else ''} back"
+        back = f"{count(found.distance, 'commit')} back"
         lines.append(f"  has no state of its own; showing the one linked to its ancestor {found.code.short} ({back}): {found.code.subject}")
     labels = f" ({', '.join(info.branches)})" if info.branches else ""
     lines.append(f"State       {c.style(render.short(found.state, 7), fg='yellow')}{labels}  {info.message.splitlines()[0] if info.message else ''}")
     h = info.header
     who = f"by {info.author}, {render.when(info.time, info.offset)}"
     if h.session:
-        lines.append(f"            {h.session.agent} session {h.session.id}, {h.turns} turns, ~{human(estimate(h.chars))} tokens")
+        lines.append(f"            {h.session.agent} session {h.session.id}, {count(h.turns, 'turn')}, ~{human(estimate(h.chars))} tokens")
     lines.append(f"            {who}" + (f"; fetched from {found.remote}" if found.remote else ""))
     c.out(lines)
     c.note(f"continue from it with 'opal export {render.short(found.state, 10)} --to AGENT'")
@@ -361,7 +362,7 @@ def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, allow
     if as_json:
         c.json(res.to_json())
         return
-    links_s = f", {res.links} code link{'s' if res.links != 1 else ''}" if res.links else ""
+    links_s = f", {count(res.links, 'code link')}" if res.links else ""
     if res.status == "up-to-date" and not res.links:
         c.out(f"Everything up to date ({res.branch} = {res.remote}/{res.remote_branch} {render.short(res.oid, 7)})")
         return
@@ -409,7 +410,7 @@ def _print_fetch(c: Ctx, res: remote.FetchResult) -> None:
             assert old is not None
             c.out(f"    {render.short(old, 7)}..{render.short(new, 7)}  {b} -> {res.remote}/{b}")
     if res.links:
-        c.out(f"  {res.links} code link{'s' if res.links != 1 else ''} new or changed ('opal at REV' uses them)")
+        c.out(f"  {count(res.links, 'code link')} new or changed ('opal at REV' uses them)")
 
 
 @cli.command("pull", context_settings=CONTEXT)

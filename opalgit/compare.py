@@ -87,25 +87,9 @@ def _leaf_items(repo: Repository, leaves: list[sequence.Node]) -> list[Item]:
 
 
 def _preview(repo: Repository, item: Item, width: int = 72) -> str:
-    try:
-        normal = normal_of(repo, item)
-    except Exception:
-        return ""
-    for b in normal.blocks:
-        t = b.get("type")
-        if t in ("text", "reasoning") and b.get("text"):
-            text = b["text"]
-        elif t == "tool_call":
-            inp = b.get("input")
-            text = f"{b.get('name')} {inp if isinstance(inp, str) else json.dumps(inp, ensure_ascii=False)}"
-        elif t == "tool_result":
-            out = b.get("output")
-            text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
-        else:
-            continue
-        text = " ".join(str(text).split())
-        return text if len(text) <= width else text[: width - 3] + "..."
-    return normal.label or ""
+    from .preview import of_item
+
+    return of_item(repo, item, width)
 
 
 def diff(

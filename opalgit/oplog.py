@@ -33,6 +33,10 @@ OP_BLOB = "op"
 EXPIRY_BLOB = "expired"
 #: Operations that ``opal undo`` never picks, and refuses when named.
 NOT_UNDOABLE = ("init", "gc", "expired")
+#: ``Operation.extra`` key: the config values an operation changed, ``[[key, old, new], ...]``
+#: (None for absent), so that undo puts them back (``opal branch -m`` moves a branch's
+#: ``branch.NAME.*`` keys). Applied after the refs, in order.
+CONFIG = "config"
 
 
 @dataclass
@@ -168,6 +172,7 @@ def apply(
     # After the refs, like the current branch: a crash in between leaves the branch
     # tracking the session it tracked before, which a commit names and corrects.
     _write_tracking(repo, op.sessions)
+    _apply_config(repo, op.extra.get(CONFIG) or ())
     op.oid = oid
     op.parent = prev
     return op
@@ -299,8 +304,19 @@ def undo(repo: Repository, target: Operation, *, force: bool = False) -> Operati
             sessions[branch] = (now_s, old_s)
     head_now = repo.refs.head_branch()
     head_after = target.head[0] if head_now == target.head[1] else head_now
+    config = []
+    for key, old, new_value in target.extra.get(CONFIG) or ():
+        now = repo.config_get(key)
+        if now != new_value and not force:
+            raise ConflictError(
+                f"{key} has changed since operation {target.oid.hex()[:10] if target.oid else '?'}",
+                hint="undo the later operations first ('opal op log'), or pass --force to restore it anyway",
+            )
+        if now != old:
+            config.append([key, now, old])
+    extra = {CONFIG: config} if config else {}
     op = new(repo, "undo", f"undo {target.command}: {target.description}", changes, head_after=head_after,
-             sessions=sessions)
+             sessions=sessions, **extra)
     op.undoes = target.oid
     return apply(repo, op)
 
@@ -344,3 +360,15 @@ def read_expiry(repo: Repository, gc_op: Operation) -> Expiry | None:
 
 def _iso(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+def _apply_config(repo: Repository, changes) -> None:
+    if not changes:
+        return
+    cfg = repo.config
+    for key, _old, value in changes:
+        if value is None:
+            try:
+                del cfg[key]
+            except KeyError:
+                pass
+        else:
+            cfg[key] = value

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from . import adapters, oplog, redactworker, sequence
 from .argv import command
@@ -740,7 +740,9 @@ def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
     return labels
 
 
-def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None, *, order: str = "date") -> list[CommitInfo]:
+def log(repo: Repository, revs: list[str] | None = None, limit: int | None = None, *, order: str = "date",
+        starts: list[bytes] | None = None, hide: set[bytes] | frozenset[bytes] = frozenset(),
+        keep: Callable[[CommitData], bool] | None = None) -> list[CommitInfo]:
     """Commits reachable from ``revs`` (default HEAD), newest first, like ``git log``.
 
     Never a parent before one of its children (what ``--graph`` needs), even when
@@ -748,24 +750,30 @@ def log(repo: Repository, revs: list[str] | None = None, limit: int | None = Non
     (``--date-order``: the newest ready commit first) or ``"topo"`` (``--topo-order``,
     what ``git log --graph`` uses: each line of history whole); ties as git breaks them
     (see :func:`opalgit.graph.order`), so ``opal log`` and ``git log`` agree.
+    ``starts`` (resolved already) replaces ``revs``; the walk does not enter ``hide``
+    (a range's excluded side, :func:`revision.select`), and lists only the commits
+    ``keep`` accepts (``--since``), counting only those against ``limit``.
     """
     from . import graph
 
-    starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
+    if starts is None:
+        starts = [resolve(repo, r).oid for r in (revs or ["HEAD"])]
     labels = branch_labels(repo)
     # The reachable graph from commit headers alone (cheap); states are read only for
     # the commits shown.
     commits: dict[bytes, CommitData] = {}
-    stack = list(dict.fromkeys(starts))
+    stack = [o for o in dict.fromkeys(starts) if o not in hide]
     while stack:
         oid = stack.pop()
-        if oid in commits:
+        if oid in commits or oid in hide:
             continue
         c = commits[oid] = repo.store.read_commit(oid)
-        stack.extend(c.parents)
-    parents = {o: c.parents for o, c in commits.items()}
+        stack.extend(p for p in c.parents if p not in hide)
+    parents = {o: [p for p in c.parents if p not in hide] for o, c in commits.items()}
     dates = {o: c.committer.time for o, c in commits.items()}
-    shown = graph.order(starts, parents, dates, order)
+    shown = graph.order([o for o in dict.fromkeys(starts) if o not in hide], parents, dates, order)
+    if keep is not None:
+        shown = [o for o in shown if keep(commits[o])]
     if limit is not None:
         shown = shown[:limit]
     return [commit_info(repo, oid, labels) for oid in shown]

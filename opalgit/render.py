@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .model import Normal
 
@@ -36,9 +36,7 @@ def when_ms(ms: int | None) -> str:
     return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def count(n: int, word: str, plural: str | None = None) -> str:
-    """``1 turn``, ``2 turns``, ``0 turns``: a number with its noun agreeing."""
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
+from .plural import count  # noqa: E402,F401  (one plural helper: render.count is plural.count)
 
 
 def size(chars: int) -> str:
@@ -69,8 +67,21 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def blocks(normal: Normal, style: Style = plain, *, max_lines: int | None = 40) -> str:
-    """The readable body of one turn: text, reasoning, tool calls and results, images."""
+def _call_name(call_id: Any, calls: Mapping[str, tuple[int, str]]) -> str:
+    """``Bash (call toolu_01, turn 12)``: the call a result answers, as far as it is known."""
+    if call_id is None:
+        return "a call that has no id"
+    found = calls.get(str(call_id))
+    if found is None:
+        return f"call {call_id} (not in this state)" if calls else f"call {call_id}"
+    turn, name = found
+    return f"{name} (call {call_id}, turn {turn})"
+
+
+def blocks(normal: Normal, style: Style = plain, *, max_lines: int | None = 40,
+           calls: Mapping[str, tuple[int, str]] | None = None) -> str:
+    """The readable body of one turn: text, reasoning, tool calls and results, images.
+    ``calls`` maps a call id to the turn and tool of its call, to name what a result answers."""
     out: list[str] = []
     for b in normal.blocks:
         kind = b.get("type")
@@ -81,11 +92,13 @@ def blocks(normal: Normal, style: Style = plain, *, max_lines: int | None = 40) 
             out.append(style(f"  [{label}]", dim=True))
             out.append(style(_indent(_clip(b.get("text") or "", max_lines)), dim=True))
         elif kind == "tool_call":
-            out.append(style(f"  -> {b.get('name')}  (call {b.get('id')})", fg="cyan"))
+            ident = f"  (call {b.get('id')})" if b.get("id") is not None else ""
+            out.append(style(f"  -> {b.get('name')}{ident}", fg="cyan"))
             out.append(_indent(_clip(_as_text(b.get("input")), max_lines)))
         elif kind == "tool_result":
             flag = "  error" if b.get("is_error") else ""
-            out.append(style(f"  <- result of {b.get('call_id')}{flag}", fg="red" if b.get("is_error") else "green"))
+            out.append(style(f"  <- result of {_call_name(b.get('call_id'), calls or {})}{flag}",
+                             fg="red" if b.get("is_error") else "green"))
             output = b.get("output")
             if isinstance(output, list):
                 parts = []
