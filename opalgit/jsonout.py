@@ -203,9 +203,12 @@ schema("fsck", ["opal fsck --json"], "What was checked and every problem found."
                    text="how many of each were checked"),
 })
 
-schema("branch-list", ["opal branch --json", "opal branch --list --json"], "Every branch.", {
-    "branches": arr(BRANCH),
-})
+schema("branch-list", ["opal branch --json", "opal branch --list --json", "opal branch -r|-a --json"],
+       "Every branch; with -r only, or -a as well, the remote-tracking branches.", {
+    "branches": arr(BRANCH, "the local branches (none with -r)"),
+    "remote_branches": d(arr(obj({"name": STR, "id": OID, "remote": {"const": True}, "turns": INT, "message": STR})),
+                         "with -r or -a: REMOTE/BRANCH as fetched"),
+}, optional=("remote_branches",))
 schema("branch-create", ["opal branch NAME [START] --json"], "The branch created.", dict(BRANCH["properties"]))
 
 schema("log", ["opal log --json"], "The commits, newest first.", {"commits": arr(COMMIT)})

@@ -97,7 +97,7 @@ def test_format_placeholders_are_gits(history):
 def test_named_pretty_formats_and_opals_own_placeholders(history):
     project, _ = history
     oneline = ok("log", "--pretty=oneline", "-1", cwd=project).stdout
-    head = json.loads(ok("log", "--json", "-1", cwd=project).stdout)[0]
+    head = json.loads(ok("log", "--json", "-1", cwd=project).stdout)["commits"][0]
     assert oneline == f"{head['id']} (main) third\n"  # git's: the whole id
     assert ok("log", "--oneline", "-1", cwd=project).stdout == f"{head['id'][:7]} (main) third\n"
     out = ok("log", "-1", "--format=%(turns) %(records) %(tokens) %(agent) %(session) %(sid) %d|%D", cwd=project).stdout
@@ -174,11 +174,11 @@ def test_log_all_means_every_branch_and_turns_meta_keeps_the_records(history):
     project, _ = history
     everything = ok("log", "--all", "--format=%s", cwd=project).stdout.split("\n")[:-1]
     assert len(everything) == 4 and "rewind 2 turns" in everything
-    plain = json.loads(ok("log", "--turns", "--json", cwd=project).stdout)
-    meta = json.loads(ok("log", "--turns", "--meta", "--json", cwd=project).stdout)
+    plain = json.loads(ok("log", "--turns", "--json", cwd=project).stdout)["turns"]
+    meta = json.loads(ok("log", "--turns", "--meta", "--json", cwd=project).stdout)["turns"]
     assert len(meta) > len(plain) and any(t["turn"] is None for t in meta)
     old = opal("log", "--turns", "--all", "--json", cwd=project)
-    assert old.returncode == 0 and json.loads(old.stdout) == meta and "--meta" in old.stderr
+    assert old.returncode == 0 and json.loads(old.stdout)["turns"] == meta and "--meta" in old.stderr
 
 
 # ------------------------------------------------------------------------------ turns
@@ -223,7 +223,7 @@ def test_branch_rename_carries_the_session_and_undo_takes_it_back(history):
     assert got == f"claude:{SID}"
     assert git("config", "--file", config, "branch.main.session", cwd=str(project), check=False).returncode == 1
     assert git("rev-parse", "--verify", "-q", "refs/opal/heads/main", cwd=str(project), check=False).returncode == 1
-    ops = json.loads(ok("op", "log", "-1", "--json", cwd=project).stdout)
+    ops = json.loads(ok("op", "log", "-1", "--json", cwd=project).stdout)["operations"]
     assert ops[0]["description"] == "rename branch main to primary"
 
     ok("undo", cwd=project)
@@ -231,7 +231,7 @@ def test_branch_rename_carries_the_session_and_undo_takes_it_back(history):
     assert git("config", "--file", config, "branch.main.session", cwd=str(project)).stdout.strip() == f"claude:{SID}"
     assert git("config", "--file", config, "branch.primary.session", cwd=str(project), check=False).returncode == 1
     # Redo (undo the undo), then a commit on the renamed branch continues its session.
-    undo_id = json.loads(ok("op", "log", "-1", "--json", cwd=project).stdout)[0]["id"]
+    undo_id = json.loads(ok("op", "log", "-1", "--json", cwd=project).stdout)["operations"][0]["id"]
     ok("undo", undo_id, cwd=project)
     assert json.loads(ok("status", "--json", cwd=project).stdout)["branch"] == "primary"
 
@@ -239,10 +239,10 @@ def test_branch_rename_carries_the_session_and_undo_takes_it_back(history):
     r = opal("branch", "-m", "side", "primary", cwd=project)
     assert r.returncode == 2 and "-M" in r.stderr
     ok("branch", "-m", "side", "other", cwd=project)
-    assert {b["name"] for b in json.loads(ok("branch", "--json", cwd=project).stdout)} == {"primary", "other"}
+    assert {b["name"] for b in json.loads(ok("branch", "--json", cwd=project).stdout)["branches"]} == {"primary", "other"}
     assert opal("branch", "-M", "other", "primary", cwd=project).returncode == 2  # the current branch
     ok("branch", "-D", "other", cwd=project)
-    assert [b["name"] for b in json.loads(ok("branch", "--json", cwd=project).stdout)] == ["primary"]
+    assert [b["name"] for b in json.loads(ok("branch", "--json", cwd=project).stdout)["branches"]] == ["primary"]
 
 
 def test_branch_lists_remote_tracking_branches_with_r_and_a(history, tmp_path):
@@ -257,7 +257,8 @@ def test_branch_lists_remote_tracking_branches_with_r_and_a(history, tmp_path):
     both = ok("branch", "-a", cwd=project).stdout
     assert "* main" in both and "side" in both and "remotes/origin/main" in both
     listed = json.loads(ok("branch", "-a", "--json", cwd=project).stdout)
-    assert [b["name"] for b in listed] == ["main", "side", "origin/main"] and listed[-1]["remote"] is True
+    assert [b["name"] for b in listed["branches"]] == ["main", "side"]
+    assert [(b["name"], b["remote"]) for b in listed["remote_branches"]] == [("origin/main", True)]
 
 
 def test_switch_dash_goes_back_to_the_previous_branch(history):
@@ -320,7 +321,7 @@ def test_session_takes_the_short_id_opal_prints(project, home):
     place(home, project, lines=20)
     r = ok("commit", "--session", SID[:8], cwd=project)
     assert f"session {SID[:8]}" in r.stdout
-    assert json.loads(ok("log", "-1", "--json", cwd=project).stdout)[0]["session"]["id"] == SID
+    assert json.loads(ok("log", "-1", "--json", cwd=project).stdout)["commits"][0]["session"]["id"] == SID
     place(home, project, lines=25, name=SID[:4] + "ffff-0000-4000-8000-000000000000.jsonl")
     r = opal("commit", "--session", SID[:4], cwd=project)
     assert r.returncode == 2 and "ambiguous" in r.stderr and SID in r.stderr

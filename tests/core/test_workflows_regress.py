@@ -43,11 +43,11 @@ def run(project, home):
 
 
 def turns(run, rev: str = "HEAD") -> int:
-    return len(json.loads(run("log", "--turns", "--json", rev).stdout))
+    return len(json.loads(run("log", "--turns", "--json", rev).stdout)["turns"])
 
 
 def branch_of(run, name: str) -> dict | None:
-    for b in json.loads(run("branch", "--json").stdout):
+    for b in json.loads(run("branch", "--json").stdout)["branches"]:
         if b["name"] == name:
             return b
     return None
@@ -193,7 +193,7 @@ def test_undo_of_an_export_gives_the_branch_its_session_back(run, project, home)
     run("commit")
     run("export", "--to", "claude")
     assert tracked(project) != f"claude:{REAL_ID}"
-    ops = json.loads(run("op", "log", "--json", "-n", "1").stdout)
+    ops = json.loads(run("op", "log", "--json", "-n", "1").stdout)["operations"]
     assert ops[0]["command"] == "export" and ops[0]["sessions"]["main"][0] == f"claude:{REAL_ID}"
     run("undo")
     assert tracked(project) == f"claude:{REAL_ID}"
@@ -294,7 +294,7 @@ def test_undo_and_redo_restore_every_branch_exactly(run, project, home, name):
     assert after != before, name
     run("undo")
     assert snapshot(project) == before, name
-    undo_id = json.loads(run("op", "log", "--json", "-n", "1").stdout)[0]["id"]
+    undo_id = json.loads(run("op", "log", "--json", "-n", "1").stdout)["operations"][0]["id"]
     run("undo", undo_id)  # the undo of the undo: redo
     assert snapshot(project) == after, name
 
