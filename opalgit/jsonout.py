@@ -282,7 +282,8 @@ schema("merge", ["opal merge --json"], "What a merge did: fast-forward, merged, 
     }, open_=True)),
     "repairs": arr(STR),
     "turns_from_theirs": INT,
-}, optional=("message", "branch", "theirs", "id", "conflicts", "repairs", "turns_from_theirs"))
+    "turns_left_out": d(INT, "turns of this branch the result does not hold (a forced merge or fast-forward)"),
+}, optional=("message", "branch", "theirs", "id", "conflicts", "repairs", "turns_from_theirs", "turns_left_out"))
 
 schema("op-log", ["opal op log --json"], "The operation log, newest first.", {
     "operations": arr(obj({
@@ -293,6 +294,7 @@ schema("op-log", ["opal op log --json"], "The operation log, newest first.", {
         "user": d(STR, "Name <email>"),
         "undoes": d(null(OID), "the operation this one undid"),
         "changes": mapping(arr(null(OID)), "ref -> [before, after]; null: absent"),
+        "sessions": mapping(arr(null(STR)), "branch -> the session it tracks [before, after] (agent:id); null: none"),
         "head": d(arr(STR), "current branch [before, after]"),
     })),
 })
