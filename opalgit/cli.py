@@ -35,11 +35,13 @@ LAZY_COMMANDS = {
     **dict.fromkeys(("log", "show", "diff", "stats"), "opalgit.cli_history"),
     **dict.fromkeys(("hooks", "hook", "at", "push", "fetch", "pull", "clone-state", "config"), "opalgit.cli_sync"),
     "server": "opalgit.cli_server",
+    "completion": "opalgit.completion",
 }
 
 #: The command modules, in the order their commands are listed in ``cli.commands``.
 COMMAND_MODULES = (
     "opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history", "opalgit.cli_sync", "opalgit.cli_server",
+    "opalgit.completion",
 )
 
 

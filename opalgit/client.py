@@ -180,6 +180,8 @@ def _streams_ok() -> bool:
 
 def main() -> None:
     """The ``opal`` program."""
+    if "_OPAL_COMPLETE" in os.environ:  # a shell's TAB: answered here, never by a server
+        from .completion import main as complete; sys.exit(complete())  # noqa: E702
     how = mode()
     args = sys.argv[1:]
     if how == "off" or runs_here(args) or _wants_terminal() or not _streams_ok():
