@@ -287,47 +287,87 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
 def status(c: Ctx, as_json: bool) -> None:
-    """Show the current branch, the agent sessions of this folder and what is not committed.
+    """Show the current branch in turns, what the agent added since the last commit, and what to run next.
+
+    Counts the new turns of each agent session of this folder (reading only what
+    the last commit did not), names the exact command that records them, and lists a
+    merge that stopped on conflicts with each side's turns.
 
     \b
     Examples:
       opal status
       opal status --json
     """
-    from . import merging, porcelain, render
+    from . import porcelain, render
+    from .status import describe_sessions
 
-    repo = c.repo()
-    st = porcelain.status(repo, os.environ, c.cwd)
-    pending = merging.in_progress(repo)
+    st = porcelain.status(c.repo(), os.environ, c.cwd)
     if as_json:
-        data = st.to_json()
-        data["merge"] = {"merging": pending["name"], "choices": pending.get("choices") or {}} if pending else None
-        c.json(data)
+        c.json(st.to_json())
         return
-    lines = [f"On branch {c.style(st.branch, bold=True)}"]
-    if pending:
-        lines.append(c.style(f"Merging {pending['name']}: stopped on conflicts; see 'opal merge --continue --help'", fg="red"))
+    where = c.style(st.branch, bold=True)
     if st.head is None:
-        lines.append("No commits yet.")
+        lines = [f"On branch {where}: no commits yet"]
     else:
-        lines.append(f"Head {render.short(st.head, 7)}: {st.turns} turns")
+        lines = [f"On branch {where}: {st.turns} turn{'s' if st.turns != 1 else ''} (head {render.short(st.head, 7)})"]
     if st.detached:
-        lines.append(f"This state was {st.detached}; export it to continue from here.")
-    if not st.sessions:
-        lines.append("No agent sessions found for this folder.")
-    else:
-        lines.append("")
-        lines.append("Sessions of this folder:")
-        for s in st.sessions:
-            flag = ""
-            if s.pending:
-                flag = c.style(f"  uncommitted: {s.size - (s.committed_bytes or 0)} bytes new", fg="red")
-            elif s.pending is False:
-                flag = c.style("  up to date", fg="green")
-            elif not s.tracked:
-                flag = "  not recorded on this branch"
-            lines.append(f"  {s.agent:7} {s.id}{' (tracked)' if s.tracked else ''}{flag}")
+        lines.append(f"This state was {st.detached}: the agent's own session still holds what it left out, "
+                     "so continue from here in an export of it.")
+    sentences = describe_sessions(st)
+    if not sentences:
+        lines.append("No agent sessions found for this folder (start the agent here, or 'opal commit --file PATH').")
+    lines += [t[0].upper() + t[1:] for t in sentences]
+    if st.merge is not None:
+        conflicts = st.merge["conflicts"]
+        n = f"{len(conflicts)} conflict{'s' if len(conflicts) != 1 else ''}" if conflicts else "conflicts"
+        lines += ["", c.style(f"Merging {st.merge['merging']} into {st.branch}: stopped on {n}", fg="red", bold=True)]
+        # (a merge stopped by an older opal saved no conflicts: --continue lists them again)
+        lines += conflict_lines(c, conflicts, st.branch, st.merge["merging"], st.merge["choices"])
+    if st.next:
+        lines += ["", "Next: " + c.style(st.next[0], bold=True)]
+    elif st.head is not None and not st.detached:
+        lines += ["", "Nothing to commit."]
     c.out(lines)
+
+
+#: Turns shown per side of a conflict (the JSON has them all).
+SHOWN_TURNS = 3
+
+
+def conflict_lines(c: Ctx, conflicts: list[dict], ours: str, theirs: str, choices: Mapping[str, str] | None = None) -> list[str]:
+    """A merge's conflicts as 'opal status' and 'opal merge' print them: per conflict,
+    each side's turns with their numbers and first words, then how to resolve them."""
+    choices = dict(choices or {})
+    lines = []
+    for v in conflicts:
+        chosen = choices.get(str(v["conflict"])) or v.get("choice")
+        head = f"  conflict {v['conflict']}" + (f": resolved, {chosen}" if chosen else ":")
+        lines.append(c.style(head, bold=True))
+        for side, name in (("ours", ours), ("theirs", theirs), ("base", "the merge base")):
+            turns = v[side]
+            span = _span(turns)
+            lines.append(f"    {side:6} ({name}): {span}")
+            for t in turns[:SHOWN_TURNS]:
+                what = t["role"] + (f" {t['tool']}" if t.get("tool") else "")
+                preview = f": {t['preview']}" if t.get("preview") else ""
+                lines.append(f"      {t.get('turn', '?'):>5}  {what}{preview}")
+            if len(turns) > SHOWN_TURNS:
+                lines.append(f"      ... and {len(turns) - SHOWN_TURNS} more")
+    open_ = [v["conflict"] for v in conflicts if not (choices.get(str(v["conflict"])) or v.get("choice"))]
+    if open_:
+        takes = " ".join(f"--take {i}=ours" for i in open_)
+        lines.append(f"  Resolve each (ours, theirs, both or base): opal merge --continue {takes}")
+        lines.append("  or all at once: opal merge --continue --strategy theirs; or give up: opal merge --abort")
+    return lines
+
+
+def _span(turns: list[dict]) -> str:
+    if not turns:
+        return "no turns"
+    first, last = turns[0].get("turn"), turns[-1].get("turn")
+    n = len(turns)
+    where = f"turn {first}" if n == 1 else f"turns {first}-{last}"
+    return where if first is not None else f"{n} turn{'s' if n != 1 else ''}"
 
 
 # ------------------------------------------------------------------------------ fsck

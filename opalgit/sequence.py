@@ -569,6 +569,26 @@ def item_index_of_turn(store: ObjectStore, root: Node | None, turn: int) -> int:
             raise CorruptObjectError("sequence turn counts are inconsistent")
 
 
+def turns_before(store: ObjectStore, root: Node | None, index: int) -> int:
+    """How many conversational turns the records ``[0, index)`` hold, descending by
+    counts (whole subtrees before ``index`` are not opened)."""
+    if root is None or index <= 0:
+        return 0
+    if index >= root.items:
+        return root.turns
+    node, base, turns = root, 0, 0
+    while (kids := _children(store, node.oid)) is not None:
+        for kid in kids:
+            if base + kid.items > index:
+                node = kid
+                break
+            base += kid.items
+            turns += kid.turns
+        else:
+            return turns
+    return turns + sum(1 for it in read_leaf(store, node.oid)[: index - base] if it.is_turn)
+
+
 # ---------------------------------------------------------------------------- changing
 
 
