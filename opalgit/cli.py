@@ -111,6 +111,7 @@ class Ctx:
         return click.style(text, **kw) if self.color else text
 
     def out(self, lines: Iterable[str] | str, *, page: bool = False) -> None:
+        _erase_progress()
         text = lines if isinstance(lines, str) else "\n".join(lines)
         if page and self.pager and sys.stdout.isatty():
             os.environ.setdefault("LESS", "FRX")
@@ -124,10 +125,43 @@ class Ctx:
         click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
 
     def note(self, text: str) -> None:
+        _erase_progress()
         click.echo(self.style("note: ", fg="yellow") + text, err=True, color=self.color)
 
     def warn(self, text: str) -> None:
+        _erase_progress()
         click.echo(self.style("warning: ", fg="yellow", bold=True) + text, err=True, color=self.color)
+
+
+def _erase_progress() -> None:
+    # The progress line (opalgit/progress.py) goes before anything else is printed.
+    progress = sys.modules.get("opalgit.progress")
+    if progress is not None:
+        progress.erase()
+
+
+def _progress(args: list[str]) -> "contextlib.AbstractContextManager[object]":
+    """Progress of long operations on stderr: only on a terminal that can erase a line,
+    never with --json; OPAL_PROGRESS=off turns it off, OPAL_PROGRESS_DELAY sets after how
+    many seconds it appears (see opalgit/progress.py)."""
+    import contextlib
+
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    setting = os.environ.get("OPAL_PROGRESS", "").strip().lower()
+    if not tty or os.environ.get("TERM") == "dumb" or setting in ("0", "off", "no", "false", "never") or "--json" in args:
+        return contextlib.nullcontext()
+    from . import progress
+    from .client import command_name
+
+    try:
+        delay = max(0.0, float(os.environ.get("OPAL_PROGRESS_DELAY", progress.DELAY)))
+    except ValueError:
+        delay = progress.DELAY
+    name = command_name(args)
+    return progress.shown(sys.stderr, title=f"opal {name}" if name else "opal", delay=delay)
 
 
 def _json_default(value: Any) -> Any:
@@ -433,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
     try:
-        rv = cli.main(args=args, prog_name="opal", standalone_mode=False)
+        with _progress(args):
+            rv = cli.main(args=args, prog_name="opal", standalone_mode=False)
         # click returns the code of an Exit raised inside a command instead of raising it.
         return rv if isinstance(rv, int) else 0
     except click.exceptions.Abort:
