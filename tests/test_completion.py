@@ -270,3 +270,62 @@ def test_click_still_has_what_completion_builds_on():
     assert hasattr(shell_completion, "_resolve_context") and hasattr(shell_completion, "_resolve_incomplete")
     assert click.Argument(["x"])._custom_shell_complete is None
     assert click.Argument(["x"], shell_complete=len)._custom_shell_complete is len
+
+
+# ------------------------------------------------------------------------------ installed for good
+
+
+def _installed(tmp_path, shell_env) -> dict:
+    """A HOME with the scripts where docs/guide.md says to put them."""
+    home = tmp_path / "inst-home"
+    data, config, zfuncs = home / ".local" / "share", home / ".config", home / "zfuncs"
+    for folder in (data / "bash-completion" / "completions", config / "fish" / "completions", zfuncs):
+        folder.mkdir(parents=True)
+    env = {**shell_env, "HOME": str(home), "XDG_DATA_HOME": str(data), "XDG_CONFIG_HOME": str(config)}
+    for shell, target in (("bash", data / "bash-completion" / "completions" / "opal"),
+                          ("zsh", zfuncs / "_opal"), ("fish", config / "fish" / "completions" / "opal.fish")):
+        r = subprocess.run(["opal", "completion", shell], env=env, capture_output=True, text=True, check=True)
+        target.write_text(r.stdout)
+    return env
+
+
+BASH_COMPLETION = "/usr/share/bash-completion/bash_completion"
+
+
+@pytest.mark.skipif(not os.path.exists(BASH_COMPLETION), reason="the bash-completion package is not installed (.ci/run installs it)")
+def test_bash_loads_the_installed_script_on_first_tab(repo, shell_env, tmp_path):
+    env = _installed(tmp_path, shell_env)
+    script = (f"source {BASH_COMPLETION}\n"
+              "__load_completion opal || exit 9\n"
+              "complete -p opal\n"
+              'COMP_LINE="opal sw"; COMP_POINT=${#COMP_LINE}; COMP_WORDS=(opal sw); COMP_CWORD=1\n'
+              '_opal_completion opal sw opal; printf "%s\\n" "${COMPREPLY[@]}"\n')
+    r = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=str(repo), env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["complete -o nosort -F _opal_completion opal", "switch"]
+
+
+def test_zsh_autoloads_the_installed_script_from_fpath(repo, shell_env, tmp_path):
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed (.ci/run installs it)")
+    env = _installed(tmp_path, shell_env)
+    script = ('fpath=("$HOME/zfuncs" $fpath); autoload -U compinit && compinit -u -d "$HOME/.zcompdump"\n'
+              "print -r -- ${_comps[opal]}\n"
+              "compadd() { print -rl -- ${(P)${@[-1]}} }\n"
+              "_describe() { local n=$3 i; for i in ${(P)n}; do print -r -- ${i%%:*}; done }\n"
+              "words=(opal switch ''); CURRENT=3; _opal\n")
+    r = subprocess.run(["zsh", "-f", "-c", script], cwd=str(repo), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["_opal", "fix/x", "main", "try-sqlite"]
+
+
+def test_fish_finds_the_installed_script_by_itself(repo, shell_env, tmp_path):
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed (.ci/run installs it)")
+    env = _installed(tmp_path, shell_env)
+    # Not --no-config: that skips the set-up that makes fish look in ~/.config/fish/completions.
+    r = subprocess.run(["fish", "-c", "complete -C 'opal sw'"], cwd=str(repo), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [w.split("\t")[0] for w in r.stdout.splitlines()] == ["switch"]
