@@ -64,6 +64,13 @@ def test_a_slow_commit_shows_progress_on_a_terminal_and_erases_it(repo):
     assert b"\x1b[3" not in err  # no colour, ever
 
 
+def test_an_export_shows_the_records_it_reads(repo):
+    assert opal("commit", "--file", BIG, cwd=repo).returncode == 0
+    rc, out, err = on_pty("export", "--to", "codex", cwd=repo, env={"OPAL_PROGRESS_DELAY": "0"})
+    assert rc == 0, err
+    assert re.search(rb"opal export: reading records \d+/\d+ \(\d+%\)", err) and b"Exported " in out
+
+
 def test_progress_is_erased_before_the_command_prints(repo):
     rc, _out, both = on_pty("commit", "--file", BIG, cwd=repo, env={"OPAL_PROGRESS_DELAY": "0"}, stdout_too=True)
     assert rc == 0, both
