@@ -54,7 +54,9 @@ COMP_WORDBREAKS="$COMP_WORDBREAKS" "$1" 2>/dev/null) || return 0
         case ${completion%%%%,*} in
             dir) COMPREPLY=(); compopt -o dirnames; return 0 ;;
             file) COMPREPLY=(); compopt -o default; return 0 ;;
-            plain) COMPREPLY+=("${completion#*,}") ;;
+            plain) COMPREPLY+=("${completion#*,}")
+                # REV: is half a word (the turn number follows): no space after it
+                [[ $completion == *: ]] && compopt -o nospace 2>/dev/null ;;
         esac
     done
     return 0
@@ -62,17 +64,20 @@ COMP_WORDBREAKS="$COMP_WORDBREAKS" "$1" 2>/dev/null) || return 0
 complete -o nosort -F _opal_completion %(prog_name)s 2>/dev/null || complete -F _opal_completion %(prog_name)s
 """
 
-# click's script, with the answer's stderr discarded.
+# click's script, with the answer's stderr discarded, and no space after REV: (a turn
+# number follows).
 _SOURCE_ZSH = r"""#compdef %(prog_name)s
 # opal shell completion for zsh: opal completion zsh > "${fpath[1]}/_opal"
 _opal_completion() {
-    local -a completions completions_with_descriptions response
+    local -a completions completions_with_descriptions completions_nospace response
     (( ! $+commands[%(prog_name)s] )) && return 1
     response=("${(@f)$(env COMP_WORDS="${words[*]}" COMP_CWORD=$((CURRENT-1)) \
 %(complete_var)s=zsh_complete %(prog_name)s 2>/dev/null)}")
     for type key descr in ${response}; do
         if [[ "$type" == "plain" ]]; then
-            if [[ "$descr" == "_" ]]; then
+            if [[ "$key" == *: ]]; then
+                completions_nospace+=("$key")
+            elif [[ "$descr" == "_" ]]; then
                 completions+=("$key")
             else
                 completions_with_descriptions+=("$key":"$descr")
@@ -88,6 +93,9 @@ _opal_completion() {
     fi
     if [ -n "$completions" ]; then
         compadd -U -V unsorted -a completions
+    fi
+    if [ -n "$completions_nospace" ]; then
+        compadd -U -S '' -V unsorted -a completions_nospace
     fi
 }
 if [[ $zsh_eval_context[-1] == loadautofunc ]]; then

@@ -158,6 +158,8 @@ def test_revisions_complete(shell, repo, shell_env):
     assert got == ["HEAD~1"]
     got, _ = run("opal diff main..t", repo, shell_env)
     assert got == ["main..try-sqlite"]
+    got, _ = run("opal drop m", repo, shell_env)  # a range of turns: REV: first, then its number
+    assert got == ["main:"]
     got, _ = run("opal show fix/x:1", repo, shell_env)
     turns = json.loads(opal("log", "--turns", "--json", "fix/x", cwd=repo).stdout)
     expected = [f"fix/x:{n}" for n in range(1, len(turns) + 1) if str(n).startswith("1")]
