@@ -10,7 +10,7 @@ would land in the middle of the user's prompt. Outside a repository a TAB simply
 finds no branch names.
 
 Commands, subcommands and options come from click. The values click cannot know
-(branch names, revisions, remotes, agents) are listed in :data:`VALUES` by command
+(branch names, revisions, remotes, agents, sessions) are listed in :data:`VALUES` by command
 and parameter, and computed from the ref files (no libgit2, no scan of the history):
 ``HEAD``, branches and remote-tracking branches; ``REV~N`` for the first parents of
 REV, bounded by :data:`MAX_PARENTS`; ``REV:N`` for the turns of REV's state (one
@@ -300,6 +300,25 @@ def remotes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
     return [CompletionItem(n, help="remote") for n in sorted(names) if n.startswith(incomplete)]
 
 
+def sessions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The agent sessions of this folder (as 'opal status' finds them), newest first."""
+    from . import adapters
+    from .porcelain import _search_dirs
+
+    repo = _repo(ctx)
+    if repo is None:
+        return []
+    cwd = os.path.abspath(os.path.expanduser(ctx.find_root().params.get("directory") or os.getcwd()))
+    found = []
+    for directory in _search_dirs(repo, cwd):
+        for ad in adapters.all_adapters().values():
+            found += [(f, ad) for f in ad.find_sessions(directory, os.environ)]
+        if found:
+            break
+    found.sort(key=lambda fa: fa[0].mtime, reverse=True)
+    return [CompletionItem(f.id, help=f"{ad.title or ad.name} session") for f, ad in found if f.id.startswith(incomplete)]
+
+
 def agents(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The agents opal has an adapter for."""
     from . import adapters
@@ -317,6 +336,7 @@ VALUES: dict[tuple[str, str], Values] = {
     ("branch", "name"): branches,
     ("branch", "start"): revisions,
     ("commit", "agent"): agents,
+    ("commit", "session_id"): sessions,
     ("diff", "a"): revisions,
     ("diff", "b"): revisions,
     ("drop", "turns"): turn_ranges,
@@ -344,7 +364,7 @@ VALUES: dict[tuple[str, str], Values] = {
 #: Parameters whose values are the user's own words (a message, a size, a URL, a
 #: code revision of the user's git history, an id from another command's output).
 FREE: frozenset[tuple[str, str]] = frozenset({
-    ("clone-state", "url"), ("clone-state", "name"), ("commit", "message"), ("commit", "session_id"),
+    ("clone-state", "url"), ("clone-state", "name"), ("commit", "message"),
     ("config", "key"), ("config", "value"), ("export", "at"), ("export", "budget"), ("resume", "at"),
     ("resume", "budget"), ("hook post-rewrite", "kind"), ("hook pre-push", "remote_name"),
     ("hook pre-push", "url"), ("log", "max_count"), ("merge", "takes"), ("merge", "message"),
@@ -447,8 +467,8 @@ def main() -> int:
 def completion(c: Ctx, shell: str) -> None:
     """Print the shell completion script for SHELL (bash, zsh or fish).
 
-    Commands, options, branch names, remotes, agents and revisions (HEAD, HEAD~N,
-    BRANCH:N turns, A..B) complete on TAB. The script asks opal for candidates each
+    Commands, options, branch names, remotes, agents, session ids and revisions
+    (HEAD, HEAD~N, BRANCH:N turns, A..B) complete on TAB. The script asks opal for candidates each
     time, so it stays right across upgrades.
 
     \b

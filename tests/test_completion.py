@@ -146,6 +146,8 @@ def test_commands_options_and_branches_complete(shell, repo, shell_env):
     assert got == ["origin"]
     got, _ = run("opal export --to c", repo, shell_env)
     assert got == ["claude", "codex"]
+    got, _ = run("opal commit --session 5c", repo, {**shell_env, "HOME": str(repo.parent / "home")})
+    assert got == ["5c0375b4-57a5-4f26-b12d-d022ee4e51b7"]
 
 
 @pytest.mark.parametrize("shell", sorted(SHELLS))
@@ -261,7 +263,9 @@ def test_every_parameter_that_takes_a_value_is_declared():
             if isinstance(param.type, (click.Choice, click.Path, click.File)) or param.name in ("directory",):
                 continue  # click completes these itself
             seen.add((path, param.name))
-            assert (path, param.name) in completion.VALUES or (path, param.name) in completion.FREE, (path, param.name)
+            assert (path, param.name) in completion.VALUES or (path, param.name) in completion.FREE, (
+                f"opal {path}: parameter {param.name!r} takes a value: add it to completion.VALUES (with what "
+                "completes it) or to completion.FREE (the user's own words)")
     stale = (set(completion.VALUES) | set(completion.FREE)) - seen
     assert not stale, f"declared but no longer a parameter: {sorted(stale)}"
 
