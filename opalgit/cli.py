@@ -142,7 +142,7 @@ def _erase_progress() -> None:
 
 def _progress(args: list[str]) -> "contextlib.AbstractContextManager[object]":
     """Progress of long operations on stderr: only on a terminal that can erase a line,
-    never with --json; OPAL_PROGRESS=off turns it off, OPAL_PROGRESS_DELAY sets after how
+    never with --json nor for a git hook; OPAL_PROGRESS=off turns it off, OPAL_PROGRESS_DELAY sets after how
     many seconds it appears (see opalgit/progress.py)."""
     import contextlib
 
@@ -153,14 +153,17 @@ def _progress(args: list[str]) -> "contextlib.AbstractContextManager[object]":
     setting = os.environ.get("OPAL_PROGRESS", "").strip().lower()
     if not tty or os.environ.get("TERM") == "dumb" or setting in ("0", "off", "no", "false", "never") or "--json" in args:
         return contextlib.nullcontext()
-    from . import progress
     from .client import command_name
+
+    name = command_name(args)
+    if name == "hook":  # its work may go on after git has given the terminal back: never drawn
+        return contextlib.nullcontext()
+    from . import progress
 
     try:
         delay = max(0.0, float(os.environ.get("OPAL_PROGRESS_DELAY", progress.DELAY)))
     except ValueError:
         delay = progress.DELAY
-    name = command_name(args)
     return progress.shown(sys.stderr, title=f"opal {name}" if name else "opal", delay=delay)
 
 

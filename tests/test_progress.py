@@ -89,6 +89,17 @@ def test_quick_commands_and_json_and_dumb_terminals_show_none(repo):
     assert rc == 0 and b"opal fsck: checking refs 1/" in err
 
 
+def test_a_git_hook_never_draws(repo, home):
+    """The post-commit hook's work may go on in the background after git has returned
+    the terminal to the prompt: it must never draw there."""
+    from tests.core.test_porcelain import place
+
+    place(home, repo, lines=30)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "code"], cwd=str(repo), check=True)
+    rc, _out, err = on_pty("hook", "post-commit", cwd=repo, env={"OPAL_PROGRESS_DELAY": "0"})
+    assert rc == 0 and not FRAME.search(err) and b"opal hook" not in err, err
+
+
 def test_nothing_is_drawn_while_git_may_ask_for_a_password(repo, tmp_path):
     """push and fetch wait for git, which may prompt on the terminal (a password, a host
     key): a progress line redrawn meanwhile would erase the prompt. Nothing is drawn."""
