@@ -129,7 +129,8 @@ class _BashComplete(BashComplete):
     source_template = _SOURCE_BASH
 
     def source(self) -> str:
-        return self.source_template % self.source_vars()  # click's checks bash's version by running it
+        # (click's runs bash to check its version: a subprocess, and a warning on stderr)
+        return self.source_template % self.source_vars()
 
     def get_completion_args(self) -> tuple[list[str], str]:
         line = os.environ.get("COMP_LINE", "")

@@ -195,8 +195,9 @@ def task(label: str, total: int | None = None, unit: str = "") -> Iterator[Task]
         return
     t = Task(label, total, unit, d)
     d.tasks.append(t)
-    if d.due():
-        d.draw()
+    # A new task is drawn at once (once past the delay), whatever the redraw interval:
+    # a task that starts and ends between two redraws is still seen.
+    d.draw()
     try:
         yield t
     finally:
