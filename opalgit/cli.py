@@ -37,12 +37,14 @@ LAZY_COMMANDS = {
     **dict.fromkeys(("hooks", "hook", "at", "push", "fetch", "pull", "clone-state", "config"), "opalgit.cli_sync"),
     "server": "opalgit.cli_server",
     "gc": "opalgit.cli_gc",
+    "completion": "opalgit.completion",
 }
 
 #: The command modules, in the order their commands are listed in ``cli.commands``.
 COMMAND_MODULES = (
     "opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history", "opalgit.cli_sync", "opalgit.cli_server",
     "opalgit.cli_gc",
+    "opalgit.completion",
 )
 
 
@@ -194,6 +196,7 @@ class Ctx:
         return click.style(text, **kw) if self.color else text
 
     def out(self, lines: Iterable[str] | str, *, page: bool = False) -> None:
+        _erase_progress()
         text = lines if isinstance(lines, str) else "\n".join(lines)
         pager = pager_command(os.environ, lambda: _core_pager(self.cwd)) if page and self.pager and sys.stdout.isatty() else None
         if pager and _pager_runs(pager, self):
@@ -215,9 +218,11 @@ class Ctx:
         click.echo(json.dumps(envelope(value), indent=2, ensure_ascii=False, default=_json_default))
 
     def note(self, text: str) -> None:
+        _erase_progress()
         click.echo(self.style("note: ", fg="yellow") + text, err=True, color=self.color)
 
     def warn(self, text: str) -> None:
+        _erase_progress()
         click.echo(self.style("warning: ", fg="yellow", bold=True) + text, err=True, color=self.color)
 
 
@@ -269,6 +274,38 @@ def _pager_runs(pager: str, c: "Ctx") -> bool:
         c.note(f"the pager {argv[0]!r} is not on PATH; printing directly (set OPAL_PAGER, or OPAL_PAGER= for none)")
         return False
     return True
+def _erase_progress() -> None:
+    # The progress line (opalgit/progress.py) goes before anything else is printed.
+    progress = sys.modules.get("opalgit.progress")
+    if progress is not None:
+        progress.erase()
+
+
+def _progress(args: list[str]) -> "contextlib.AbstractContextManager[object]":
+    """Progress of long operations on stderr: only on a terminal that can erase a line,
+    never with --json nor for a git hook; OPAL_PROGRESS=off turns it off, OPAL_PROGRESS_DELAY sets after how
+    many seconds it appears (see opalgit/progress.py)."""
+    import contextlib
+
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    setting = os.environ.get("OPAL_PROGRESS", "").strip().lower()
+    if not tty or os.environ.get("TERM") == "dumb" or setting in ("0", "off", "no", "false", "never") or "--json" in args:
+        return contextlib.nullcontext()
+    from .client import command_name
+
+    name = command_name(args)
+    if name == "hook":  # its work may go on after git has given the terminal back: never drawn
+        return contextlib.nullcontext()
+    from . import progress
+
+    try:
+        delay = max(0.0, float(os.environ.get("OPAL_PROGRESS_DELAY", progress.DELAY)))
+    except ValueError:
+        delay = progress.DELAY
+    return progress.shown(sys.stderr, title=f"opal {name}" if name else "opal", delay=delay)
 
 
 def _json_default(value: Any) -> Any:
@@ -491,47 +528,87 @@ def full_session_id(repo: Repository, env: Mapping[str, str], cwd: str, agent: s
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_ctx
 def status(c: Ctx, as_json: bool) -> None:
-    """Show the current branch, the agent sessions of this folder and what is not committed.
+    """Show the current branch in turns, what the agent added since the last commit, and what to run next.
+
+    Counts the new turns of each agent session of this folder (reading only what
+    the last commit did not), names the exact command that records them, and lists a
+    merge that stopped on conflicts with each side's turns.
 
     \b
     Examples:
       opal status
       opal status --json
     """
-    from . import merging, porcelain, render
+    from . import porcelain, render
+    from .status import describe_sessions
 
-    repo = c.repo()
-    st = porcelain.status(repo, os.environ, c.cwd)
-    pending = merging.in_progress(repo)
+    st = porcelain.status(c.repo(), os.environ, c.cwd)
     if as_json:
-        data = st.to_json()
-        data["merge"] = {"merging": pending["name"], "choices": pending.get("choices") or {}} if pending else None
-        c.json(data)
+        c.json(st.to_json())
         return
-    lines = [f"On branch {c.style(st.branch, bold=True)}"]
-    if pending:
-        lines.append(c.style(f"Merging {pending['name']}: stopped on conflicts; see 'opal merge --continue --help'", fg="red"))
+    where = c.style(st.branch, bold=True)
     if st.head is None:
-        lines.append("No commits yet.")
+        lines = [f"On branch {where}: no commits yet"]
     else:
-        lines.append(f"Head {render.short(st.head, 7)}: {st.turns} turns")
+        lines = [f"On branch {where}: {st.turns} turn{'s' if st.turns != 1 else ''} (head {render.short(st.head, 7)})"]
     if st.detached:
-        lines.append(f"This state was {st.detached}; export it to continue from here.")
-    if not st.sessions:
-        lines.append("No agent sessions found for this folder.")
-    else:
-        lines.append("")
-        lines.append("Sessions of this folder:")
-        for s in st.sessions:
-            flag = ""
-            if s.pending:
-                flag = c.style(f"  uncommitted: {s.size - (s.committed_bytes or 0)} bytes new", fg="red")
-            elif s.pending is False:
-                flag = c.style("  up to date", fg="green")
-            elif not s.tracked:
-                flag = "  not recorded on this branch"
-            lines.append(f"  {s.agent:7} {s.id}{' (tracked)' if s.tracked else ''}{flag}")
+        lines.append(f"This state was {st.detached}: the agent's own session still holds what it left out, "
+                     "so continue from here in an export of it.")
+    sentences = describe_sessions(st)
+    if not sentences:
+        lines.append("No agent sessions found for this folder (start the agent here, or 'opal commit --file PATH').")
+    lines += [t[0].upper() + t[1:] for t in sentences]
+    if st.merge is not None:
+        conflicts = st.merge["conflicts"]
+        n = f"{len(conflicts)} conflict{'s' if len(conflicts) != 1 else ''}" if conflicts else "conflicts"
+        lines += ["", c.style(f"Merging {st.merge['merging']} into {st.branch}: stopped on {n}", fg="red", bold=True)]
+        # (a merge stopped by an older opal saved no conflicts: --continue lists them again)
+        lines += conflict_lines(c, conflicts, st.branch, st.merge["merging"], st.merge["choices"])
+    if st.next:
+        lines += ["", "Next: " + c.style(st.next[0], bold=True)]
+    elif st.head is not None and not st.detached:
+        lines += ["", "Nothing to commit."]
     c.out(lines)
+
+
+#: Turns shown per side of a conflict (the JSON has them all).
+SHOWN_TURNS = 3
+
+
+def conflict_lines(c: Ctx, conflicts: list[dict], ours: str, theirs: str, choices: Mapping[str, str] | None = None) -> list[str]:
+    """A merge's conflicts as 'opal status' and 'opal merge' print them: per conflict,
+    each side's turns with their numbers and first words, then how to resolve them."""
+    choices = dict(choices or {})
+    lines = []
+    for v in conflicts:
+        chosen = choices.get(str(v["conflict"])) or v.get("choice")
+        head = f"  conflict {v['conflict']}" + (f": resolved, {chosen}" if chosen else ":")
+        lines.append(c.style(head, bold=True))
+        for side, name in (("ours", ours), ("theirs", theirs), ("base", "the merge base")):
+            turns = v[side]
+            span = _span(turns)
+            lines.append(f"    {side:6} ({name}): {span}")
+            for t in turns[:SHOWN_TURNS]:
+                what = t["role"] + (f" {t['tool']}" if t.get("tool") else "")
+                preview = f": {t['preview']}" if t.get("preview") else ""
+                lines.append(f"      {t.get('turn', '?'):>5}  {what}{preview}")
+            if len(turns) > SHOWN_TURNS:
+                lines.append(f"      ... and {len(turns) - SHOWN_TURNS} more")
+    open_ = [v["conflict"] for v in conflicts if not (choices.get(str(v["conflict"])) or v.get("choice"))]
+    if open_:
+        takes = " ".join(f"--take {i}=ours" for i in open_)
+        lines.append(f"  Resolve each (ours, theirs, both or base): opal merge --continue {takes}")
+        lines.append("  or all at once: opal merge --continue --strategy theirs; or give up: opal merge --abort")
+    return lines
+
+
+def _span(turns: list[dict]) -> str:
+    if not turns:
+        return "no turns"
+    first, last = turns[0].get("turn"), turns[-1].get("turn")
+    n = len(turns)
+    where = f"turn {first}" if n == 1 else f"turns {first}-{last}"
+    return where if first is not None else f"{n} turn{'s' if n != 1 else ''}"
 
 
 # ------------------------------------------------------------------------------ fsck
@@ -598,7 +675,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
     try:
-        rv = cli.main(args=args, prog_name="opal", standalone_mode=False)
+        with _progress(args):
+            rv = cli.main(args=args, prog_name="opal", standalone_mode=False)
         # click returns the code of an Exit raised inside a command instead of raising it.
         return rv if isinstance(rv, int) else 0
     except click.exceptions.Abort:

@@ -324,12 +324,11 @@ def merge(c: Ctx, rev: str | None, strategy: str | None, takes: tuple[str, ...],
         c.out(f"Fast-forwarded {res.branch} to {res.theirs} ({render.short(res.oid or b'', 7)}){left_out}")
         return
     if res.kind == "conflicts":
-        c.out(c.style(f"Merge of {res.theirs} into {res.branch} stopped on {len(res.conflicts)} conflict(s):", fg="red", bold=True))
-        for v in res.conflicts:
-            def side(items):
-                return ", ".join(f"{i['role']} {i['kind']}{' ' + i['tool'] if i['tool'] else ''}" for i in items) or "nothing"
-            c.out(f"  conflict {v.index}: base had {len(v.base)} turns; ours: {side(v.ours)}; theirs: {side(v.theirs)}")
-        c.out("Choose per conflict: opal merge --continue --take N=ours|theirs|both|base, or --strategy; or opal merge --abort")
+        from .cli import conflict_lines
+
+        n = len(res.conflicts)
+        c.out(c.style(f"Merge of {res.theirs} into {res.branch} stopped on {n} conflict{'s' if n != 1 else ''}:", fg="red", bold=True))
+        c.out(conflict_lines(c, [v.to_json() for v in res.conflicts], res.branch, res.theirs))
         raise click.exceptions.Exit(1)
     c.out(f"[{res.branch} {render.short(res.oid or b'', 7)}] merged {res.theirs}: {res.added_from_theirs} turns from it{left_out}")
     for r in res.repairs:

@@ -191,9 +191,10 @@ COMPLETE_VAR = "_OPAL_COMPLETE"
 
 def main() -> None:
     """The ``opal`` program."""
-    if COMPLETE_VAR in os.environ:
-        _run_here()
-        return
+    if COMPLETE_VAR in os.environ:  # a shell's TAB: answered here, never by a server
+        from .completion import main as complete
+
+        sys.exit(complete())
     how = mode()
     args = sys.argv[1:]
     if how == "off" or runs_here(args) or _wants_terminal() or not _streams_ok():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-from . import codec, oplog, payloads, sequence
+from . import codec, oplog, payloads, progress, sequence
 from .errors import OpalError
 from .model import StateHeader, Turn
 from .states import PACKS_TREE, STATE_BLOB, TURNS_TREE
@@ -242,7 +242,7 @@ def fsck(repo: Repository) -> FsckReport:
                 f"'git gc --prune=now' running while it wrote); to repair: {fixes[name]}"
                 + ("" if name == OPLOG_REF else ", then 'opal commit' records the session's newest turns again")
             )
-    for name, oid in sorted(refs.items()):
+    for name, oid in progress.iterate(sorted(refs.items()), "checking refs", len(refs)):
         if name == OPLOG_REF or not name.startswith(NAMESPACE) or name in broken:
             continue
         try:

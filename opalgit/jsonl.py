@@ -17,6 +17,7 @@ from typing import IO, Any, Iterator
 
 import msgpack as _msgpack
 
+from . import progress
 from .errors import InputError
 from .fileio import MAX_PIECE
 from .structs import dataclass
@@ -194,6 +195,18 @@ def iter_lines(fh: IO[bytes], *, start: int = 0, first_number: int = 1, limit: i
     fh.seek(start)
     pos = start
     number = first_number
+    with progress.task("reading session", _size(fh) - start or None, "bytes") as shown:
+        yield from _lines(fh, pos, number, limit, shown)
+
+
+def _size(fh: IO[bytes]) -> int:
+    try:
+        return os.fstat(fh.fileno()).st_size
+    except (OSError, AttributeError, ValueError):  # not a file (a test's BytesIO): no total
+        return 0
+
+
+def _lines(fh: IO[bytes], pos: int, number: int, limit: int, shown: progress.Task) -> Iterator[Line]:
     for chunk in iter(partial(fh.readline, limit), b""):
         end = pos + len(chunk)
         terminated = chunk.endswith(b"\n")
@@ -207,6 +220,7 @@ def iter_lines(fh: IO[bytes], *, start: int = 0, first_number: int = 1, limit: i
             )
         raw = chunk[:-1] if terminated else chunk
         yield Line(number, pos, end, raw, terminated)
+        shown.advance(end - pos)
         pos = end
         number += 1
 

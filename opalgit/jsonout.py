@@ -152,7 +152,9 @@ FETCH = obj(
     }
 )
 OBJECTS = obj({"loose": INT, "loose_bytes": INT, "packs": INT, "pack_bytes": INT})
-MERGE_SIDE = arr(obj({"role": null(STR), "kind": null(STR), "tool": null(STR)}, open_=True), "the turns of that side")
+MERGE_SIDE = arr(obj({"turn": d(INT, "its number in that side's state"), "role": null(STR), "kind": null(STR),
+                      "tool": null(STR), "chars": INT, "preview": d(null(STR), "its first words (the first few turns)")},
+                     optional=("turn", "chars", "preview"), open_=True), "the turns of that side")
 
 #: Every --json output: name -> (the commands that print it, what it is, its schema).
 SCHEMAS: dict[str, tuple[list[str], str, dict]] = {}
@@ -192,8 +194,14 @@ schema("status", ["opal status --json"], "The current branch, the agent sessions
         "modified": d(TIME, "when the session file was last written"),
         "tracked": d(BOOL, "the branch records this session"),
         "size": INT, "committed_bytes": INT, "uncommitted": BOOL,
+        "uncommitted_turns": d(null(INT), "turns the next commit would add (null: not known)"),
+        "uncommitted_records": d(null(INT), "records the next commit would add (null: not known)"),
     }, open_=True)),
-    "merge": null(obj({"merging": STR, "choices": mapping(STR)})),
+    "merge": null(obj({"merging": STR, "choices": mapping(STR),
+                       "conflicts": arr(obj({"conflict": INT, "choice": null(STR), "base": MERGE_SIDE, "ours": MERGE_SIDE,
+                                             "theirs": MERGE_SIDE}, open_=True), "each conflict, as merge --json lists it")},
+                      optional=("conflicts",))),
+    "next": arr(STR, "the commands to run next, most likely first"),
 }, optional=())
 
 schema("fsck", ["opal fsck --json"], "What was checked and every problem found.", {

@@ -115,12 +115,26 @@ def _suffix(repo: Repository, st: State, start: int) -> list[Item]:
     return [si.item for si in sequence.iter_items(repo.store, st.root, start)]
 
 
-def _describe(items: list[Item], start: int, end: int) -> list[dict]:
-    return [
-        {"role": it.summary.get("role"), "kind": it.summary.get("kind"), "tool": it.summary.get("tool"), "chars": it.summary.get("chars", 0)}
-        for it in items[start:end]
-        if it.is_turn
-    ]
+#: How many turns of each side of a conflict get a text preview (opal status and merge
+#: show the first ones; previewing a long stretch would read all of it).
+PREVIEWED = 5
+
+
+def _describe(repo: Repository, items: list[Item], start: int, end: int, before: int) -> list[dict]:
+    """The turns of one side of a conflict, each with its turn number in that side's
+    state (``before``: the turns of the prefix all three states share) and, for the
+    first :data:`PREVIEWED`, its first words."""
+    from .compare import _preview
+
+    number = before + sum(1 for it in items[:start] if it.is_turn)
+    out = []
+    for it in items[start:end]:
+        if it.is_turn:
+            number += 1
+            out.append({"turn": number, "role": it.summary.get("role"), "kind": it.summary.get("kind"),
+                        "tool": it.summary.get("tool"), "chars": it.summary.get("chars", 0),
+                        "preview": _preview(repo, it) if len(out) < PREVIEWED else None})
+    return out
 
 
 def merge(
@@ -291,12 +305,13 @@ def _three_way(repo: Repository, branch: str, name: str, base: bytes, so: State,
     if strategy is not None:
         for c in result.conflicts:
             choices.setdefault(c.index, strategy)
+    before = sequence.turns_before(repo.store, so.root, prefix)
     views = [
         ConflictView(
             c.index,
-            _describe(b_items, *c.base),
-            _describe(o_items, *c.ours),
-            _describe(t_items, *c.theirs),
+            _describe(repo, b_items, *c.base, before),
+            _describe(repo, o_items, *c.ours, before),
+            _describe(repo, t_items, *c.theirs, before),
             choices.get(c.index),
         )
         for c in result.conflicts
@@ -306,7 +321,8 @@ def _three_way(repo: Repository, branch: str, name: str, base: bytes, so: State,
         _save_merge_state(
             repo,
             {"branch": branch, "ours": ours, "theirs": theirs, "name": name, "message": message,
-             "choices": {str(k): v for k, v in choices.items()}},
+             "choices": {str(k): v for k, v in choices.items()},
+             "conflicts": [v.to_json() for v in views]},  # what 'opal status' lists
         )
         return MergeOutcome(branch, name, "conflicts", None, views)
 

@@ -28,6 +28,7 @@ from .model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
 from .refs import branch_ref, check_branch_name
 from .repo import Repository
 from .sequence import Item
+from .status import SessionStatus, StatusResult, status  # noqa: F401  (re-exported: the porcelain API)
 from .store import CommitData
 from .structs import dataclass, field
 
@@ -1097,85 +1098,6 @@ def op_log(repo: Repository, limit: int | None = None) -> list[oplog.Operation]:
         if limit is not None and len(out) >= limit:
             break
     return out
-
-
-# ================================================================== status
-
-
-@dataclass
-class SessionStatus:
-    """A session file of this project and whether it has turns not committed yet."""
-
-    agent: str
-    id: str
-    path: str
-    mtime: float
-    tracked: bool
-    committed_bytes: int | None
-    size: int
-    pending: bool | None  # True: new content since the last commit; None: unknown
-
-    def to_json(self) -> dict:
-        return {
-            "agent": self.agent,
-            "id": self.id,
-            "path": self.path,
-            "modified": iso_seconds(self.mtime),
-            "tracked": self.tracked,
-            "size": self.size,
-            "committed_bytes": self.committed_bytes,
-            "uncommitted": self.pending,
-        }
-
-
-@dataclass
-class StatusResult:
-    """What ``opal status`` reports: the branch, its turns, and the sessions found."""
-
-    branch: str
-    head: bytes | None
-    turns: int
-    sessions: list[SessionStatus]
-    detached: str | None = None
-
-    def to_json(self) -> dict:
-        return {
-            "branch": self.branch,
-            "head": self.head.hex() if self.head else None,
-            "turns": self.turns,
-            "detached": self.detached,
-            "sessions": [s.to_json() for s in self.sessions],
-        }
-
-
-def status(repo: Repository, env: Mapping[str, str], cwd: str) -> StatusResult:
-    branch = current_branch(repo)
-    head = branch_head(repo, branch)
-    st = load_state(repo, head) if head else None
-    tracked = tracked_session(repo, branch)
-    sessions: list[SessionStatus] = []
-    for directory in _search_dirs(repo, cwd):
-        for ad in adapters.all_adapters().values():
-            for f in ad.find_sessions(directory, env):
-                is_tracked = tracked == (ad.name, f.id)
-                committed = None
-                pending: bool | None = None
-                if st is not None and st.header.source is not None and st.header.session and st.header.session.id == f.id:
-                    committed = st.header.source.size
-                    pending = f.size > committed
-                elif is_tracked:
-                    pending = None
-                sessions.append(SessionStatus(ad.name, f.id, f.path, f.mtime, is_tracked, committed, f.size, pending))
-        if sessions:
-            break
-    sessions.sort(key=lambda s: s.mtime, reverse=True)
-    return StatusResult(
-        branch,
-        head,
-        st.header.turns if st else 0,
-        sessions,
-        st.header.extra.get("detached") if st else None,
-    )
 
 
 __all__ = [

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from . import codec, packfile, payloads
+from . import codec, packfile, payloads, progress
 from .errors import CorruptObjectError
 from .packfile import OBJ_BLOB, OBJ_TREE
 from .payloads import Location, Packer
@@ -316,7 +316,7 @@ def _chunk(
 ) -> list[Node]:
     w = _Writer(store, packer, base, parent, locations)
     out: list[Node] = []
-    for it in items:
+    for it in progress.iterate(items, "storing records"):
         w.add(it)
         del it  # not held while the next item is made (a huge output would live on)
         if w.done:
@@ -542,7 +542,7 @@ def iter_items(store: ObjectStore, root: Node | None, start: int = 0, end: int |
             if base >= end:
                 return
 
-    yield from walk(root, 0)
+    yield from progress.iterate(walk(root, 0), "reading records", end - start)
 
 
 def item_index_of_turn(store: ObjectStore, root: Node | None, turn: int) -> int:
@@ -567,6 +567,26 @@ def item_index_of_turn(store: ObjectStore, root: Node | None, turn: int) -> int:
             base += kid.items
         else:
             raise CorruptObjectError("sequence turn counts are inconsistent")
+
+
+def turns_before(store: ObjectStore, root: Node | None, index: int) -> int:
+    """How many conversational turns the records ``[0, index)`` hold, descending by
+    counts (whole subtrees before ``index`` are not opened)."""
+    if root is None or index <= 0:
+        return 0
+    if index >= root.items:
+        return root.turns
+    node, base, turns = root, 0, 0
+    while (kids := _children(store, node.oid)) is not None:
+        for kid in kids:
+            if base + kid.items > index:
+                node = kid
+                break
+            base += kid.items
+            turns += kid.turns
+        else:
+            return turns
+    return turns + sum(1 for it in read_leaf(store, node.oid)[: index - base] if it.is_turn)
 
 
 # ---------------------------------------------------------------------------- changing
