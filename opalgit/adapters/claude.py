@@ -757,18 +757,25 @@ def _side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
         return {}
     out: dict[str, bytes] = {}
     for dirpath, dirnames, files in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for d in links:
+            warnings.append(f"{os.path.join(dirpath, d)}: a symbolic link; not followed, not stored with the session")
+        dirnames[:] = sorted(d for d in dirnames if d not in links)
         for name in sorted(files):
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, folder).replace(os.sep, "/")
             try:
                 st = os.lstat(full)
                 if not stat.S_ISREG(st.st_mode):
+                    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+                    warnings.append(f"{full}: {what}; not stored with the session")
                     continue
                 if st.st_size > SIDE_FILE_LIMIT:
                     warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
                     continue
-                with open(full, "rb") as fh:
+                # O_NOFOLLOW: a file swapped for a link since the lstat is refused, not followed.
+                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as fh:
                     out[rel] = fh.read()
             except OSError as exc:
                 warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
