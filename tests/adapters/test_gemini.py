@@ -1204,3 +1204,38 @@ def test_replies_keep_their_calls_in_gemini_exports(rel, agent, groups, tmp_path
     assert len(multi) == groups
     assert all(tc.get("result") for m in multi for tc in m["toolCalls"])
     assert "tool_result:synthesized" not in res.report.converted
+
+
+def test_a_reply_after_a_call_left_unanswered_is_a_message_of_its_own(tmp_path):
+    """Two Claude replies (two message ids), the first's call never answered: in Gemini
+    they are two messages, not one message of two parallel calls (edge_cases.jsonl of
+    daaain/claude-code-log showed the merge; issue 18, 9)."""
+    def reply(mid, cid, cmd):
+        rec = {"type": "assistant", "uuid": f"u-{mid}", "message": {"id": mid, "role": "assistant", "content": [
+            {"type": "tool_use", "id": cid, "name": "Bash", "input": {"command": cmd}}]}}
+        return ExportTurn(Turn.from_record("claude", rec), Normal(role="assistant", blocks=[
+            {"type": "tool_call", "id": cid, "name": "Bash", "input": {"command": cmd}}]))
+
+    answer = ExportTurn(Turn.from_record("claude", {"type": "user", "uuid": "u-r2"}), Normal(role="tool", blocks=[
+        {"type": "tool_result", "call_id": "toolu_2", "name": "Bash", "output": "two", "is_error": False}]))
+    turns = [reply("msg_1", "toolu_1", "echo one"), reply("msg_2", "toolu_2", "echo two"), answer]
+    res = A.export(ExportRequest(turns=turns, session=None, cwd=str(tmp_path), session_id=NEW_SID,
+                                 env={"HOME": str(tmp_path)}, now_ms=NOW))
+    msgs = [json.loads(x) for x in res.files[0][1].splitlines()[1:]]
+    assert [[tc["id"] for tc in m["toolCalls"]] for m in msgs] == [["toolu_1"], ["toolu_2"]]
+    assert msgs[1]["toolCalls"][0]["result"][0]["functionResponse"]["response"] == {"output": "two"}
+    assert res.report.converted.get("tool_result:synthesized") == 1  # the one call the source left open
+
+
+def test_a_reply_after_an_empty_user_turn_is_a_message_of_its_own(tmp_path):
+    """Replies without ids (a line stored as bytes, a hand-made file) parted by a user
+    turn that holds nothing the model sees: still two messages (edge_cases.jsonl)."""
+    def reply(cid):
+        return ExportTurn(Turn.from_line("claude", b'{"type": "assistant"}'), Normal(role="assistant", blocks=[
+            {"type": "tool_call", "id": cid, "name": "Bash", "input": {"command": "true"}}]))
+
+    empty = ExportTurn(Turn.from_line("claude", b'{"type": "user"}'), Normal(role="user", blocks=[]))
+    res = A.export(ExportRequest(turns=[reply("toolu_1"), empty, reply("toolu_2")], session=None, cwd=str(tmp_path),
+                                 session_id=NEW_SID, env={"HOME": str(tmp_path)}, now_ms=NOW))
+    msgs = [json.loads(x) for x in res.files[0][1].splitlines()[1:]]
+    assert [[tc["id"] for tc in m["toolCalls"]] for m in msgs] == [["toolu_1"], ["toolu_2"]]
