@@ -63,10 +63,6 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
     "parallel_calls_stay_parallel": {
         XAS + "small.jsonl": "the Claude export merges sequential calls (2 multi-call replies for 1)",
     },
-    "loss_report_names_what_changed": {
-        CAS + "small.jsonl": "the session ids its trimmed lines carry are rewritten to the fresh one: reported "
-        "only as the routine session_id:rewritten",
-    },
 }
 
 
