@@ -619,7 +619,14 @@ class ClaudeSession(_Base):
             call_uuid = self.assistant(msg_id, {"type": "tool_use", "id": call_id, "name": name, "input": inp},
                                        "tool_use", call=True)
             calls.append((call_id, call_uuid, result, content))
+        if n > 1:
+            # ... and each result under its own call's line, in the order the tools finish:
+            # the next line of the conversation follows the last result written (a genuine
+            # 2.1.x session, tests/fixtures/claude/generated/structures/parallel, has this shape).
+            r.shuffle(calls)
         for call_id, call_uuid, result, content in calls:
+            if n > 1:
+                self.parent = call_uuid
             self.chained({"promptId": self.prompt_id, "type": "user",
                           "message": {"role": "user", "content": [{"tool_use_id": call_id, "type": "tool_result",
                                                                    "content": content, "is_error": False}]},

@@ -356,6 +356,20 @@ class Bench:
                               f"incremental={info.get('incremental')}; one run",
                          extra={"incremental": info.get("incremental"), "new_turns": info.get("new_turns")}))
 
+        # Parallel calls the way Claude Code 2.1.x writes them (each result under its own
+        # call's line): the incremental read reattaches those sibling results itself; it
+        # read the whole file again before (a ratio of about 0.85, the full read itself
+        # quadratic in the sibling results: 64 s for 43 MB).
+        st = self.session("claude", turns=n + k, seed=2, marks=(n,), profile="parallel")
+        cut = st.marks[n]
+        p, q = self._import_then_grow(st, cut, "incremental-parallel")
+        info = json.loads(q.out)
+        self.row(Row("incremental.parallel", f"opal commit after {k} new turns on a {n:,}-turn Claude session of "
+                     "parallel calls", q.wall, "s", p.wall, "full import of it",
+                     note=f"{cut / MB:.0f} MB + {info.get('new_turns')} new turns; {st.tool_calls} tool calls, 2 to 6 "
+                          f"a reply; incremental={info.get('incremental')}; one run",
+                     extra={"incremental": info.get("incremental"), "new_turns": info.get("new_turns")}))
+
     def _import_then_grow(self, st: gen.Stats, cut: int, name: str, run_name: str = "",
                           env: dict | None = None) -> tuple[Proc, Proc]:
         """``opal commit`` of ``st``'s session up to byte ``cut`` in a fresh repository,

@@ -62,7 +62,9 @@ def fit(turns: list[ExportTurn], budget: int) -> BudgetResult:
             break
         t = out[i]
         blocks = [dict(b) for b in t.normal.blocks]
-        stub = STUB.format(chars=chars)
+        out_j = t.normal.blocks[j].get("output")
+        # (block_chars counts estimate units, not characters: the stub says characters)
+        stub = STUB.format(chars=len(out_j) if isinstance(out_j, str) else chars)
         old_tokens = _tokens(t)
         blocks[j]["output"] = stub
         normal = Normal(role=t.normal.role, blocks=blocks, time=t.normal.time, label=t.normal.label)

@@ -3,8 +3,10 @@
 Porcelain layer, read-only. ``git fsck`` checks the git objects; this checks what
 they mean: every state header and leaf decodes, every turn's id is the SHA-256 of its
 bytes and the turn decodes, every payload is present and hashes to its name, the
-counts in interior nodes and headers match the leaves, and every operation in the log
-decodes and names commits that exist. Shared subtrees are checked once.
+counts in interior nodes and headers match the leaves, every file of a state's ``side``
+tree is a readable blob under a name an export may write (no ``..``, no symlink), and
+every operation in the log decodes and names commits that exist. Shared subtrees are
+checked once.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 import hashlib
 
 from . import codec, oplog, payloads, progress, sequence
-from .errors import OpalError
+from .errors import CorruptObjectError, OpalError
 from .model import StateHeader, Turn
-from .states import PACKS_TREE, STATE_BLOB, TURNS_TREE
+from .packfile import OBJ_TREE
+from .states import PACKS_TREE, SIDE_TREE, STATE_BLOB, TURNS_TREE
 from .refs import BRANCH_PREFIX, NAMESPACE, OPLOG_REF
 from .repo import Repository
 from .structs import dataclass, field
@@ -56,6 +59,7 @@ class _Checker:
         self.seen_nodes: dict[bytes, tuple[int, int]] = {}
         self.heights: dict[bytes, int] = {}  # levels from a node down to its leaves
         self.seen_payloads: set[tuple[bytes, tuple[bytes, bool]]] = set()
+        self.seen_side: set[bytes] = set()  # side trees and blobs already checked
 
     def problem(self, text: str) -> None:
         self.r.problems.append(text)
@@ -80,6 +84,8 @@ class _Checker:
                     items, turns = self.node(entries[TURNS_TREE][1], f"{where} ({oid.hex()[:10]})")
                 else:
                     items = turns = 0
+                if SIDE_TREE in entries:
+                    self.side(*entries[SIDE_TREE], f"{where}: commit {oid.hex()[:12]}")
                 if PACKS_TREE in entries:
                     try:
                         payloads.cache(self.store).pack(entries[PACKS_TREE][1])
@@ -95,6 +101,44 @@ class _Checker:
                 continue
             for p in c.parents:
                 stack.append((p, where))
+
+    def side(self, is_tree: bool, oid: bytes, where: str) -> None:
+        """Check a state's ``side`` tree: every entry a plain file or a folder (a symlink
+        or a submodule would be written as a file holding its target, or point outside
+        the session's folder), every name one an export writes inside that folder, every
+        blob present. The tree's bytes are parsed here, for the modes that
+        :meth:`~opalgit.store.ObjectStore.read_tree` does not keep."""
+        if not is_tree:
+            self.problem(f"{where}: its side folders ('{SIDE_TREE}') are a file, not a tree")
+            return
+        todo = [(oid, "")]
+        while todo:
+            tree, prefix = todo.pop()
+            if tree in self.seen_side:
+                continue
+            self.seen_side.add(tree)
+            try:
+                raw = self.store._read(tree, OBJ_TREE)
+                entries = side_entries(tree, raw)
+            except OpalError as exc:
+                self.problem(f"{where}: side folder {prefix or '/'}: {exc}")
+                continue
+            for mode, name, child in entries:
+                rel = prefix + name
+                why = unsafe_side_name(name)
+                if why:
+                    self.problem(f"{where}: side file {rel!r}: {why}; an export would not write it")
+                if mode == b"40000":
+                    todo.append((child, rel + "/"))
+                elif mode not in (b"100644", b"100755"):
+                    kind = {b"120000": "a symlink", b"160000": "a submodule link"}.get(mode, f"mode {mode.decode('ascii', 'replace')}")
+                    self.problem(f"{where}: side file {rel!r} is {kind}, not a file")
+                elif child not in self.seen_side:
+                    self.seen_side.add(child)
+                    try:
+                        self.store.read_blob(child)
+                    except OpalError as exc:
+                        self.problem(f"{where}: side file {rel!r}: {exc}")
 
     def node(self, oid: bytes, where: str) -> tuple[int, int]:
         if oid in self.seen_nodes:
@@ -159,6 +203,33 @@ class _Checker:
             if it.is_turn:
                 turns += 1
         return len(items), turns
+
+
+def side_entries(oid: bytes, raw: bytes) -> list[tuple[bytes, str, bytes]]:
+    """(mode, name, id) of every entry of the raw tree ``raw``."""
+    out = []
+    pos, n = 0, len(raw)
+    while pos < n:
+        sp = raw.find(b" ", pos)
+        nul = raw.find(b"\x00", sp)
+        if sp < 0 or nul < 0 or nul + 21 > n:
+            raise CorruptObjectError(f"tree {oid.hex()[:12]} is malformed")
+        out.append((raw[pos:sp], raw[sp + 1:nul].decode("utf-8", "surrogateescape"), raw[nul + 1:nul + 21]))
+        pos = nul + 21
+    return out
+
+
+def unsafe_side_name(name: str) -> str | None:
+    """Why an export may not write a side file named ``name`` inside the session's
+    folder, or None. (A git tree's names hold no "/": a path escapes only through
+    "." or "..", a Windows separator, or bytes that are not UTF-8.)"""
+    if name in ("", ".", ".."):
+        return f"the name {name!r} leaves the session's folder"
+    if "\\" in name:
+        return "a backslash in the name (a folder separator on Windows)"
+    if any("\udc80" <= c <= "\udcff" for c in name):
+        return "the name is not UTF-8"
+    return None
 
 
 def _unreachable(repo: Repository) -> tuple[list[oplog.Operation], dict[bytes, int]]:

@@ -18,9 +18,12 @@ version never changes an id.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Callable, Mapping
 
 from . import codec
+from .tokens import text_units
 from .codec import PayloadRef
 from .errors import CorruptObjectError
 from .structs import dataclass, field
@@ -52,23 +55,33 @@ class Normal:
 
 
 def block_chars(block: Mapping[str, Any]) -> int:
-    """Characters of model-visible content in a normalized block."""
+    """Units of model-visible content in a normalized block (:func:`opalgit.tokens.text_units`:
+    what a token estimate divides by four)."""
     kind = block.get("type")
     if kind in ("text", "reasoning"):
-        return len(block.get("text") or "")
+        return text_units(block.get("text") or "")
     if kind == "tool_call":
         inp = block.get("input")
-        return len(block.get("name") or "") + (len(inp) if isinstance(inp, str) else len(repr(inp)))
+        return text_units(str(block.get("name") or "")) + text_units(inp if isinstance(inp, str) else _json_text(inp))
     if kind == "tool_result":
         out = block.get("output")
         if isinstance(out, str):
-            return len(out)
+            return text_units(out)
         if isinstance(out, list):
             return sum(block_chars(b) for b in out if isinstance(b, dict))
         return 0
     if kind == "image":
         return 1600 * 4  # an image costs roughly 1,600 tokens whatever its bytes
     return 0
+
+
+def _json_text(value: Any) -> str:
+    """A tool call's input as the model sees it: JSON (repr() wrote True, None and
+    single quotes, and missed the escapes)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def summarize(normal: Normal) -> dict:

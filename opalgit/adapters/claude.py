@@ -516,24 +516,33 @@ class _Tree:
                 self.side.discard(u)
         self._index(facts)
         leaves = _leaves(self.parent, self.cands)
-        self.ext = {leaf: self._chain(leaf) for leaf in leaves}
+        # Chains are worked out only when needed: every sibling tool result is a leaf, and
+        # a chain per leaf made a full read quadratic (64 s for a 43 MB session of parallel
+        # calls, 1.3 s once each absorbed leaf is only looked up in the kept chains).
+        self.ext: dict[str, set[str]] = {}
         self.active = self._active(leaves)
         # A leaf another kept leaf's chain takes in (a sibling tool result, a content-block
         # line of a parallel reply) is part of that line of conversation.
         order = ([self.active] if self.active else []) + [leaf for leaf in leaves if leaf != self.active]
         self.leaves: list[str] = []
         for leaf in order:
-            if any(leaf in self.ext[k] for k in self.leaves):
+            if any(leaf in self._ext(k) for k in self.leaves):
                 continue
             # Taken in by a line whose own leaf comes later in the file (a parallel
             # call's result that no reply follows, written before the reply): that
             # line's too, not a fork, once the conversation has forked before it.
             if leaf != self.active and any(
-                k != leaf and leaf in self.ext[k] and k not in self.ext[leaf] for k in leaves
+                k != leaf and leaf in self._ext(k) and k not in self._ext(leaf) for k in leaves
             ):
                 continue
             self.leaves.append(leaf)
-        self.anc = {leaf: self.ext[leaf] for leaf in self.leaves}
+        self.anc = {leaf: self._ext(leaf) for leaf in self.leaves}
+
+    def _ext(self, leaf: str) -> set[str]:
+        chain = self.ext.get(leaf)
+        if chain is None:
+            chain = self.ext[leaf] = self._chain(leaf)
+        return chain
 
     def _index(self, facts: Mapping[str, dict]) -> None:
         """The maps the reattachment needs: reply lines by message id, results by the line
@@ -602,8 +611,9 @@ class _Tree:
         if not leaves:
             return None
         target = self.prompt_leaf if self.prompt_leaf in self.parent else leaves[-1]
-        holding = [leaf for leaf in leaves if target in self.ext[leaf]]
-        return holding[-1] if holding else leaves[-1]
+        # The last leaf whose line of conversation holds the target (from the end: that is
+        # almost always the last leaf, one chain to work out).
+        return next((leaf for leaf in reversed(leaves) if target in self._ext(leaf)), leaves[-1])
 
     def views(self) -> list[View]:
         if not self.leaves:
@@ -635,6 +645,34 @@ class _Tree:
         desc = [u for u in tail if leaf is not None and leaf in _ancestry(self.parent, u)]
         return tail, desc
 
+    def groups(self, active_view: View, tail: list[str]) -> dict[str, str]:
+        """The reply (``message.id``) of every line of the active view that belongs to the
+        reply of a tail line (see :func:`_group`): all of it, however many calls it made,
+        as the next lines may hang from its first call's line."""
+        def group(u: str) -> str | None:
+            return _group(u, self.mid.get(u), u in self.answered, self.parent.get(u), self.mid)
+
+        wanted = {g for g in map(group, tail) if g is not None}
+        out = {}
+        for i in active_view.indices:
+            u = self.uuids[i]
+            if u is not None and u not in self.side and (g := group(u)) in wanted:
+                out[u] = g
+        return out
+
+
+def _group(u: str, mid: str | None, answers: bool, parent: str | None, mids: Mapping[str, str]) -> str | None:
+    """The reply a line belongs to, for the incremental read: its own ``message.id``
+    (a content-block line of a reply), or the one of the line it hangs from when it is
+    a tool result directly under its call. Claude Code's loader reattaches every line of
+    a reply and its results to the chain of any line of it (:class:`_Tree`), so two
+    lines of one group are one line of conversation."""
+    if mid is not None:
+        return mid
+    if answers and parent is not None:
+        return mids.get(parent)
+    return None
+
 
 def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
     """Whether new records (an incremental read) only extend the old active view.
@@ -649,9 +687,13 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
     if old_leaf is not None:
         desc.add(old_leaf)
     prev = old.get("last") if _is_id(old.get("last")) else None
-    known = set(tail) | ({old_leaf} if old_leaf else set())
+    groups = {u: g for u, g in (old.get("groups") or {}).items() if _is_id(u) and _is_id(g)} \
+        if isinstance(old.get("groups"), dict) else {}
+    # The lines of the tail's replies are on the active view too, however far back.
+    known = set(tail) | ({old_leaf} if old_leaf else set()) | set(groups)
 
     parent: dict[str, str | None] = {}
+    values_by: dict[str, dict] = {}  # each new uuid line's facts
     order: list[str] = []
     cands: dict[str, int] = {}
     main: list[str] = []
@@ -677,6 +719,7 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
             # new lines alone cannot tell: read it all again.
             return False, {}
         parent[u] = p0
+        values_by[u] = rec
         prev = u
         order.append(u)
         if rec.get("isSidechain") is not True:
@@ -703,13 +746,33 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
             return False, {}
     # ``parent`` holds only new nodes, so these walks stop at the first old one.
     leaves = _leaves(parent, cands)
-    if len(leaves) > 1:
-        return False, {}
-    new_leaf = leaves[0] if leaves else None
+    new_leaf = leaves[-1] if leaves else None
+    # The old tail's reply lines are those whose group is their own message id's: their
+    # uuids are not message ids, so a result line's group names another line's reply.
+    replies = {u: g for u, g in groups.items() if u in set(old.get("replies") or ())}
+    for u in order:
+        f = values_by[u]
+        if f.get("mid") is not None and f.get("isSidechain") is not True:
+            replies[u] = f["mid"]
+        g = _group(u, f.get("mid"), bool(f.get("answers")), parent.get(u), replies)
+        if g is not None and f.get("isSidechain") is not True:
+            groups[u] = g
+    chain = _new_chain(new_leaf, parent, values_by, known, groups) if new_leaf else set()
+    if any(leaf not in chain for leaf in leaves[:-1]):
+        return False, {}  # a genuine fork among the new lines (or one this cannot tell): read it all
     if new_leaf is not None and old_leaf is not None and root_of(new_leaf) not in desc:
-        return False, {}
-    chain = set(_ancestry(parent, new_leaf)) & set(parent) if new_leaf else set()
-    allowed = chain | ({old_leaf} if old_leaf else set())
+        # Not below the old leaf: still the same conversation when the old leaf is a line
+        # of the reply (or a result of the reply) that the new lines hang from, the way
+        # Claude Code writes parallel calls: results and the next turn under the first
+        # call's line, after the later calls' lines.
+        root = root_of(new_leaf)
+        if root not in known or groups.get(root) is None or groups.get(root) != groups.get(old_leaf):
+            return False, {}
+    allowed = chain | desc  # (desc: the old leaf and the old lines below it)
+    if old_leaf is not None and groups.get(old_leaf) is not None:
+        # Claude Code points last-prompt at a line of the reply being answered (the last
+        # result it wrote), which may be any line of the old leaf's reply.
+        allowed |= {u for u, g in groups.items() if g == groups[old_leaf]}
     if any(p not in allowed for p in prompts):
         return False, {}
 
@@ -723,8 +786,43 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
         "tail": new_tail,
         "desc": [u for u in new_tail if u in below],
         "last": prev,
+        "groups": (kept := {u: g for u, g in groups.items() if g in {groups.get(t) for t in new_tail} - {None}}),
+        "replies": [u for u in kept if u in replies],
     }
     return True, state
+
+
+def _new_chain(leaf: str, parent: Mapping[str, str | None], facts: Mapping[str, dict], known: set[str],
+               groups: Mapping[str, str]) -> set[str]:
+    """The new lines on ``leaf``'s line of conversation, with what Claude Code reattaches
+    to it (:meth:`_Tree._chain`, over the new lines only): the other lines of a reply on
+    it, and the results of its calls, with the lines between them and the chain. The
+    old lines of the active view (``known``) are on it already."""
+    chain = set(_ancestry(parent, leaf)) & set(parent)
+    on = chain | known
+    mids = {groups[u] for u in on if u in groups}
+    by_call: dict[str, str] = {}
+    for u, f in facts.items():
+        for c in f.get("calls") or ():
+            by_call[c] = u
+    grown = True
+    while grown:
+        grown = False
+        for u, f in facts.items():
+            if u in chain or f.get("isSidechain") is True:
+                continue
+            targets = {parent.get(u), f.get("source")} | {by_call.get(c) for c in f.get("answers") or ()}
+            if not ((f.get("mid") is not None and f["mid"] in mids) or (f.get("answers") and targets & on)):
+                continue
+            for a in _ancestry(parent, u):
+                if a in on or a not in parent:
+                    break
+                chain.add(a)
+                on.add(a)
+                if a in groups:
+                    mids.add(groups[a])
+            grown = True
+    return chain
 
 
 # ---------------------------------------------------------------------------- adapter
@@ -765,18 +863,25 @@ def _side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
         return {}
     out: dict[str, bytes] = {}
     for dirpath, dirnames, files in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for d in links:
+            warnings.append(f"{os.path.join(dirpath, d)}: a symbolic link; not followed, not stored with the session")
+        dirnames[:] = sorted(d for d in dirnames if d not in links)
         for name in sorted(files):
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, folder).replace(os.sep, "/")
             try:
                 st = os.lstat(full)
                 if not stat.S_ISREG(st.st_mode):
+                    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+                    warnings.append(f"{full}: {what}; not stored with the session")
                     continue
                 if st.st_size > SIDE_FILE_LIMIT:
                     warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
                     continue
-                with open(full, "rb") as fh:
+                # O_NOFOLLOW: a file swapped for a link since the lstat is refused, not followed.
+                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as fh:
                     out[rel] = fh.read()
             except OSError as exc:
                 warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
@@ -932,14 +1037,17 @@ class ClaudeAdapter(Adapter):
             tree = _Tree(facts)
             views = tree.views()
             tail, desc = tree.state_tail(views[0])
-            tree_state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid}
+            tree_state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid,
+                          "groups": (groups := tree.groups(views[0], tail)),
+                          "replies": [u for u in groups if u in tree.mid]}
             del tree
         else:
             extends, tree_state = _extension(facts, old)
             if extends:
                 views = [View(indices=list(range(count)), leaf=tree_state["leaf"], name_hint=None)]
             else:  # the caller reads the whole file again, which computes views and state
-                views, tree_state = [], {k: old[k] for k in ("leaf", "tail", "desc", "last") if k in old}
+                views, tree_state = [], {k: old[k] for k in ("leaf", "tail", "desc", "last", "groups", "replies")
+                                          if k in old}
         del facts
         new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None},
                      "info": info.saved()}

@@ -150,6 +150,7 @@ class _Writer:
 
         # For the report.
         self.sid_changed = False
+        self.old_sids: dict[str, None] = {}  # session ids the records carried (as a set, in order)
         self.old_cwds: dict[str, None] = {}
         self.relinked = 0
         self.copies = 0  # lines repeating a written uuid (1.0.x continuation copies)
@@ -194,6 +195,11 @@ class _Writer:
         rep = self.report
         if self.sid_changed:
             rep.convert("session_id:rewritten")
+        if len(self.old_sids) > 1:
+            # Lines of several sessions (1.0.x continuation copies, a file put together by
+            # hand) become lines of one: what told them apart is gone.
+            rep.convert("session_id:merged", len(self.old_sids) - 1)
+            rep.note(f"the records carried {len(self.old_sids)} session ids; the export gives them all the new one")
         if self.relinked:
             rep.convert("parent:relinked", self.relinked)
         if self.roots:
@@ -320,6 +326,7 @@ class _Writer:
         """A copy with the new session id and the target folder."""
         new = dict(rec)
         if "sessionId" in new and new["sessionId"] != self.req.session_id:
+            self.old_sids[new["sessionId"]] = None
             new["sessionId"] = self.req.session_id
             self.sid_changed = True
         cwd = new.get("cwd")

@@ -32,6 +32,7 @@ import re
 from typing import IO, Any, Iterator, Mapping, Sequence
 
 from .. import codec, jsonl
+from .codex_threads import child_threads
 from ..errors import CorruptObjectError, InputError
 from ..model import Normal, SessionInfo, Turn
 from .base import (
@@ -538,7 +539,7 @@ class CodexAdapter(Adapter):
             return index.records(again, path, AGENT, first_line, indices, lambda i, value: normalize_record(value))
 
         count = len(index)
-        return ReadResult(
+        out = ReadResult(
             session=session,
             views=[View(indices=list(range(count)))],
             state={"v": STATE_VERSION, "info": {k: v for k, v in session.to_map().items() if k != "agent"}},
@@ -550,6 +551,9 @@ class CodexAdapter(Adapter):
             produce=produce,
             count=count,
         )
+        # The rollouts of the sub-agents it spawned are part of the session (codex_threads).
+        out.side = child_threads(path, session.id, out.warnings)
+        return out
 
     def _open(self, path: str) -> IO[bytes]:
         fh = open_session(path, "give the path of a rollout-*.jsonl file under ~/.codex/sessions")

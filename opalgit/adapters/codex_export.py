@@ -28,12 +28,13 @@ import os
 import time as _time
 import uuid
 from collections import deque
+from functools import partial
 from typing import Any, Mapping
 
 from .. import jsonl
 from ..errors import InputError, UsageError
 from ..model import Normal, Turn
-from . import codex_state, tools
+from . import codex_state, codex_threads, tools
 from .base import ExportRequest, ExportResult, LossReport, record_of, reply_id
 from .codex import (
     _OUTPUTS,
@@ -73,8 +74,14 @@ def export(req: ExportRequest) -> ExportResult:
     writer = _Writer(req)
     body = writer.run()
     sid, now = req.session_id, req.now_ms
-    return ExportResult(files=[(path, body)], session_id=sid, resume=["codex", "resume", sid], report=writer.report,
-                        prefix=writer.aligned, post=[lambda: codex_state.register(home, sid, path, body, now)])
+    src = req.session
+    old = src.id if src is not None and src.agent == AGENT else None
+    children = codex_threads.written_back(req.side, old, sid, path, writer.report) if old else []
+    post = [lambda: codex_state.register(home, sid, path, body, now)]
+    # Each child registered like the parent (its row names the new parent in ``source``).
+    post += [partial(codex_state.register, home, child, cpath, cbody, now) for cpath, cbody, child in children]
+    return ExportResult(files=[(path, body)] + [(c[0], c[1]) for c in children], session_id=sid,
+                        resume=["codex", "resume", sid], report=writer.report, prefix=writer.aligned, post=post)
 
 
 class _Writer:

@@ -11,7 +11,10 @@ A JSON-lines session is a *mutation log* (formats.md §3.2): messages keyed by `
 that later lines replace, ``$set`` updates and checkpoints, and ``$rewindTo`` lines.
 Every line is kept as one record, in file order, so writing the records back
 reproduces the file byte for byte; the log is replayed in :meth:`GeminiAdapter.read`
-so that each message is counted once. The read takes two passes so that memory does
+so that each message is counted once. The one exception is a ``$set.messages`` batch
+whose last messages only it holds (:func:`_splits`): those are a record each, on the
+batch's line, after the batch without them, so that each is a turn with its role; the
+records then render the same log to the CLI, not the same bytes. The read takes two passes so that memory does
 not grow with the log: the first replays a light copy of each line (no content), the
 second reads the lines again as they are stored. How lines are classified, normalized
 and replayed lives in :mod:`.gemini_log`, which also describes the normalized blocks.
@@ -32,6 +35,7 @@ Pure: no store, no environment reads (the mapping is passed in), no printing.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -68,6 +72,7 @@ from .gemini_log import (
     _value_of,
     credits,
     light,
+    message_normal,
     normal_at,
     normalize_record,
     parse_time,
@@ -181,7 +186,7 @@ def _extends(values: list[Any], bloom: bytes, tail: str | None = None) -> tuple[
     return True, again
 
 
-def _tail(values: list[Any], entries: list, base: int) -> list | None:
+def _tail(values: list[Any], entries: list, base: int, starts: Sequence[int] | None = None) -> list | None:
     """``[id, record index, time]`` of the log's last message line when its message may
     be re-appended and still extend the log (see :func:`_extends`), else None; ``base``
     is the index of ``values[0]`` among the file's records, ``entries`` the replay's.
@@ -199,8 +204,80 @@ def _tail(values: list[Any], entries: list, base: int) -> list | None:
         last = entries[-1] if entries else None
         if kind != "message" or last is None or (last.key, last.src, last.answers) != (rec["id"], i, 0):
             return None
-        return [rec["id"], base + i, parse_time(rec.get("timestamp"))]
+        return [rec["id"], base + (starts[i] if starts is not None else i), parse_time(rec.get("timestamp"))]
     return None
+
+
+def _splits(values: list[Any], credited: Mapping[int, list]) -> dict[int, list[str]]:
+    """The ``$set.messages`` lines read as several records: line index -> the ids of
+    the messages that become records of their own, in their order.
+
+    Gemini CLI writes a batch of several turns as one checkpoint line (and goes on with
+    bare message lines after it). Its messages that only that line holds (credited to
+    it, so no message line anywhere in the file has their ids) are records of their
+    own, as a legacy document's are: one turn each, with its role, not one combined
+    ``system`` turn. They must be the batch's last messages (by first place of an id,
+    as the CLI loads a batch: an id met again keeps its place, takes the last content):
+    then the batch with the others, followed by them as message lines, replays to the
+    same messages in the same order (a checkpoint clears the log and loads its list; a
+    message line adds to it)."""
+    out: dict[int, list[str]] = {}
+    for i, rec in enumerate(values):
+        if _kind(rec) != "set":
+            continue
+        msgs = _entries(rec, "set")
+        mine = {e.key for e in credited.get(i, ())}
+        if not msgs or len(mine) < 2:
+            continue
+        order = list(dict.fromkeys(m["id"] for m in msgs if isinstance(m, dict) and _kind(m) == "message"))
+        k = 0
+        while k < len(order) and order[-1 - k] in mine:
+            k += 1
+        if k >= 2:
+            out[i] = order[len(order) - k:]
+    return out
+
+
+def _starts(lines: int, split: Mapping[int, list[str]]) -> list[int]:
+    """The place among a read's records of each line's first record."""
+    out, n = [], 0
+    for i in range(lines):
+        out.append(n)
+        n += 1 + len(split.get(i, ()))
+    return out
+
+
+def _expanded(records, open_again, path: str, first_line: int, lines: int, split: Mapping[int, list[str]],
+              credited: Mapping[int, list], normal, indices: Sequence[int] | None) -> Iterator[Record]:
+    """The records of a read with split batches (:func:`_splits`): the batch's line as a
+    ``$set`` of the messages it keeps, then one record per message it gave up."""
+    starts = _starts(lines, split)
+    wanted = None if indices is None else set(indices)
+    need = None if indices is None else sorted({bisect.bisect_right(starts, x) - 1 for x in indices})
+    for rec in records(open_again, path, AGENT, first_line, need, normal):
+        i = rec.line - first_line
+        subs = _split_records(rec, i, split[i], credited) if i in split else [rec]
+        for j, sub in enumerate(subs):
+            if wanted is None or starts[i] + j in wanted:
+                yield sub
+
+
+def _split_records(rec: Record, i: int, gave: list[str], credited: Mapping[int, list]) -> list[Record]:
+    value = _value_of(rec.turn)
+    body = value["$set"]
+    mine = set(gave)
+    keep = [m for m in body["messages"] if not (isinstance(m, dict) and _kind(m) == "message" and m["id"] in mine)]
+    last = {m["id"]: m for m in body["messages"] if isinstance(m, dict) and _kind(m) == "message" and m["id"] in mine}
+    head = {key: ({**body, "messages": keep} if key == "$set" else v) for key, v in value.items()}
+    rest = {i: [e for e in credited.get(i, ()) if e.key not in mine]}
+    out = [Record(Turn.from_record(AGENT, head), normal_at(i, head, rest), rec.line)]
+    by_key = {e.key: e for e in credited.get(i, ())}
+    for mid in gave:
+        m = last[mid]
+        n = (Normal(role="meta", time=parse_time(m.get("timestamp")), label="gemini:duplicate-result")
+             if by_key[mid].dup else message_normal(m))
+        out.append(Record(Turn.from_record(AGENT, m), n, rec.line))
+    return out
 
 
 class _Info:
@@ -535,6 +612,8 @@ class GeminiAdapter(Adapter):
 
         prior = [] if full else [a for a in old.get("answered") or [] if _is_id(a)]
         replay = _replay(lights, prior)
+        credited = credits(replay)
+        split = _splits(lights, credited)
         known = old.get("bloom") if not full and old.get("v") == STATE_VERSION else None
         seen_ids = old.get("ids") if isinstance(old.get("ids"), int) else None
         usable = (
@@ -550,14 +629,18 @@ class GeminiAdapter(Adapter):
             _bloom_add(bloom, mid)
         live = [e.key for e in replay.entries if not e.key.startswith("#")]
         leaf = live[-1] if live else (old.get("leaf") if not full else None)
-        count = len(index)
+        count = len(index) + sum(len(v) for v in split.values())
         views = [View(indices=list(range(count)), leaf=leaf)] if full or extends else []
         new_state = {"v": STATE_VERSION, "bloom": bytes(bloom), "ids": total_ids, "answered": replay.answered,
                      "info": info.saved()}
         if leaf is not None:
             new_state["leaf"] = leaf
-        credited = credits(replay)
-        tail = _tail(lights, replay.entries, first_line - 1)
+        # Records before this read: what a split batch (_splits) adds to the lines counts,
+        # as the tail names its message's line by its record's place.
+        before = old["items"] if not full and isinstance(old.get("items"), int) else first_line - 1
+        starts = _starts(len(lights), split)
+        new_state["items"] = before + count
+        tail = _tail(lights, replay.entries, before, starts)
         if tail is None and not full and not any(v is not _SKIP and _kind(v) not in ("other", "set") for v in lights):
             tail = last  # only metadata since: the last message is still the last
         if tail is not None:
@@ -571,10 +654,15 @@ class GeminiAdapter(Adapter):
             new_state = old  # the caller reads the whole file again
         del replay, lights
 
-        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+        def normal(i: int, value: Any) -> Normal:
             # (i counts from this read's first line, as the replay's indices do)
-            return index.records(partial(reopen, path), path, AGENT, first_line, indices,
-                                 lambda i, value: normal_at(i, value, credited))
+            return normal_at(i, value, credited)
+
+        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+            if not split:
+                return index.records(partial(reopen, path), path, AGENT, first_line, indices, normal)
+            return _expanded(index.records, partial(reopen, path), path, first_line, len(index), split, credited,
+                             normal, indices)
 
         return ReadResult(session=info.session(), views=views, state=new_state, end=index.end, lines=index.lines,
                           warnings=warnings, extends=extends, produce=produce, count=count, revised=revised)

@@ -208,6 +208,7 @@ class _Converter:
         self.anon: list[str] = []
         self.reply: str | None = None  # reply_id of the assistant turn last fed
         self.fresh = True  # the next call belongs to a reply other than the message's calls
+        self.other_reply = False  # ... and that reply is known to differ (both have ids)
 
     def _new_id(self) -> str:
         self.counter[0] += 1
@@ -241,6 +242,9 @@ class _Converter:
             elif b["type"] != "tool_result":
                 self.report.drop("content:other")
         if not parts:
+            # Nothing the model saw, yet a user turn came between: the next call is
+            # another reply's, never one more parallel call of the last message.
+            self.cur = None
             return
         if "text" in parts[0] and _content_string(parts).strip().startswith(IGNORED_PREFIXES):
             parts[0] = {"text": KEEP_PREFIX + parts[0]["text"]}
@@ -301,6 +305,9 @@ class _Converter:
         role = normal.role
         if role == "assistant" and (reply is None or reply != self.reply):
             self.fresh = True  # another reply: its first call opens a message of its own
+            # Known to be another reply (both have ids, and they differ): its calls never
+            # join the last message's, even when those are still unanswered.
+            self.other_reply = reply is not None and self.reply is not None
         self.reply = reply if role == "assistant" else self.reply
         if role == "meta":
             self.report.drop(f"record:meta:{agent}")
@@ -361,12 +368,14 @@ class _Converter:
                 entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
                          "timestamp": self._stamp(normal)}
                 msg = self._model(normal, False)
-                if self.fresh and any(tc.get("result") is not None for tc in msg["toolCalls"]):
+                if self.fresh and msg["toolCalls"] and (
+                        self.other_reply or any(tc.get("result") is not None for tc in msg["toolCalls"])):
                     # A call made after the calls of this message were answered is a new
-                    # reply (it waited for those results), not one more parallel call.
+                    # reply (it waited for those results), not one more parallel call; so is
+                    # a call of a reply with another id (after a call left unanswered).
                     self.cur = None
                     msg = self._model(normal, False)
-                self.fresh = False
+                self.fresh = self.other_reply = False
                 msg["toolCalls"].append(entry)
                 self.pending[cid] = entry
             elif kind == "tool_result":

@@ -61,13 +61,7 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         "order gets an error result (Gemini); renamed calls: the Claude export orphans two results",
     },
     "parallel_calls_stay_parallel": {
-        CCL + "edge_cases.jsonl": "the Gemini export merges two sequential single-call replies (a call left "
-        "unanswered, then the next reply's call) into one message",
         XAS + "small.jsonl": "the Claude export merges sequential calls (2 multi-call replies for 1)",
-    },
-    "loss_report_names_what_changed": {
-        CAS + "small.jsonl": "the session ids its trimmed lines carry are rewritten to the fresh one: reported "
-        "only as the routine session_id:rewritten",
     },
 }
 
