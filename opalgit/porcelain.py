@@ -153,12 +153,15 @@ def find_session(
             hint="start the agent in this folder first, or give --file PATH or --session ID",
         )
     candidates.sort(key=lambda c: c[1].mtime, reverse=True)
-    tracked = tracked_session(repo, current_branch(repo))
+    branch = current_branch(repo)
+    tracked = tracked_session(repo, branch)
     if tracked is not None:
         for ad, f in candidates:
             if (ad.name, f.id) == tracked:
                 return Pick(ad, f)
     ad, f = candidates[0]
+    if tracked is not None:
+        _refuse_another_session(repo, branch, tracked, (ad.name, f.id))
     note = None
     if len(candidates) > 1:
         note = (
@@ -166,6 +169,25 @@ def find_session(
             f"written, {f.id} ({ad.title}). Use --session ID to pick another."
         )
     return Pick(ad, f, note)
+
+
+def _refuse_another_session(repo: Repository, branch: str, tracked: tuple[str, str], other: tuple[str, str]) -> None:
+    """A commit that names no session must not switch ``branch`` to ``other`` when the
+    session it tracks is not among this folder's (pulled from a teammate, exported to
+    another folder, its file deleted): ``other`` would replace the branch's turns with
+    its own without a word. Recording the session the head came from is the usual commit."""
+    head = branch_head(repo, branch)
+    s = load_state(repo, head).header.session if head else None
+    if s is None or (s.agent, s.id) == other:
+        return
+    agent, sid = tracked
+    raise UsageError(
+        f"branch {branch} tracks {agent} session {sid}, which is not among this folder's sessions (pulled from "
+        f"another machine, exported to another folder, or its file deleted); recording session {other[1]} would "
+        f"replace its turns",
+        hint=f"to continue {branch} here, run '{command('opal', 'export', '--to', agent)}' and resume that; to record "
+             f"{other[1]} anyway, run '{command('opal', 'commit', '--session', other[1])}'",
+    )
 
 
 def tracked_session(repo: Repository, branch: str) -> tuple[str, str] | None:
