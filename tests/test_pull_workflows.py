@@ -130,16 +130,18 @@ def pulled(team, home):
     team("a", "push")
     before = head(team, "b")
     r = team("b", "pull")
-    assert "Fast-forward main" in r.stdout and f"now tracks claude session {exported}" in r.stderr, (r.stdout, r.stderr)
+    assert "Fast-forward main" in r.stdout
     assert head(team, "b") == head(team, "a") and turns(team, "b") == grown
+    team.pull_said = r.stderr  # type: ignore[attr-defined]
     return before, exported
 
 
 def test_commit_after_a_pull_does_not_record_the_old_session_over_the_pulled_turns(team, home, pulled):
     _before, exported = pulled
     grown = turns(team, "b")
-    # The branch follows the pulled state's session, not B's own (unchanged) one.
+    # The branch follows the pulled state's session, not B's own (unchanged) one, and says so.
     assert tracked(team, "b") == f"claude:{exported}"
+    assert f"now tracks claude session {exported}" in team.pull_said, team.pull_said
     pulled_head = head(team, "b")
     r = team("b", "commit", ok=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr
