@@ -161,7 +161,7 @@ def find_session(
                 return Pick(ad, f)
     ad, f = candidates[0]
     if tracked is not None:
-        _refuse_another_session(repo, branch, tracked, (ad.name, f.id))
+        _refuse_another_session(repo, branch, tracked, (ad.name, f.id), f.path)
     note = None
     if len(candidates) > 1:
         note = (
@@ -171,14 +171,17 @@ def find_session(
     return Pick(ad, f, note)
 
 
-def _refuse_another_session(repo: Repository, branch: str, tracked: tuple[str, str], other: tuple[str, str]) -> None:
+def _refuse_another_session(repo: Repository, branch: str, tracked: tuple[str, str], other: tuple[str, str],
+                            path: str) -> None:
     """A commit that names no session must not switch ``branch`` to ``other`` when the
     session it tracks is not among this folder's (pulled from a teammate, exported to
     another folder, its file deleted): ``other`` would replace the branch's turns with
     its own without a word. Recording the session the head came from is the usual commit."""
     head = branch_head(repo, branch)
-    s = load_state(repo, head).header.session if head else None
-    if s is None or (s.agent, s.id) == other:
+    h = load_state(repo, head).header if head else None
+    s = h.session if h else None
+    # The same session by id, or the same file (a file's name need not be its id).
+    if s is None or (s.agent, s.id) == other or (h.source is not None and h.source.path == path):
         return
     agent, sid = tracked
     raise UsageError(
