@@ -374,6 +374,9 @@ schema("pull", ["opal pull --json"], "The fetch, then the fast-forward.", {
     "old": null(OID),
     "new": OID,
     "status": STR,
+    "turns_left_out": d(INT, "turns of the branch the pull left out (only with --force)"),
+    "session": d(null(STR), "the session the branch tracks after the pull (agent:id)"),
+    "session_changed": d(BOOL, "the pull changed the session the branch tracks"),
     "fetch": FETCH,
 })
 schema("clone-state", ["opal clone-state URL --json"], "The remote added and the branch set up.", {

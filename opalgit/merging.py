@@ -199,7 +199,7 @@ def merge(
             if _begins_with(repo, so, st):
                 raise NothingToDoError(f"already up to date: {branch} contains {name}")
             raise NothingToDoError(
-                f"already up to date: {branch} descends from {name}, and leaves out {_turns_left_out(repo, st, so)} "
+                f"already up to date: {branch} descends from {name}, and leaves out {turns_left_out(repo, st, so)} "
                 f"of its turns on purpose (a branch at an earlier turn, a rewind, an edit)"
             )
         # "Ahead" by turns, not by commits alone: a state that descends from ours by
@@ -265,7 +265,7 @@ def _fast_forward(repo: Repository, branch: str, name: str, so: State, st: State
     """Move ``branch`` to ``name``'s state, which descends from it; only with ``force``
     when that state does not begin with all of this branch's records."""
     assert so.oid is not None and st.oid is not None
-    lost = _turns_left_out(repo, so, st)
+    lost = turns_left_out(repo, so, st)
     if lost and not force:
         raise UsageError(
             f"fast-forwarding {branch} to {name} would leave out {lost} of {branch}'s {so.header.turns} turns "
@@ -273,17 +273,24 @@ def _fast_forward(repo: Repository, branch: str, name: str, so: State, st: State
             hint=f"to move {branch} there anyway ('opal undo' takes it back), run "
                  f"'{command('opal', 'merge', '--force', name)}'",
         )
-    # The branch becomes the other's state: it continues the session that one does.
-    session = oplog.tracked(repo, theirs_branch) if theirs_branch else None
-    if session is None and st.header.session is not None:
-        session = f"{st.header.session.agent}:{st.header.session.id}"
     op = oplog.new(repo, "merge", f"fast-forward {branch} to {name}", {branch_ref(branch): (so.oid, st.oid)},
-                   sessions=oplog.tracking_change(repo, branch, session))
+                   sessions=oplog.tracking_change(repo, branch, followed_session(repo, st, theirs_branch)))
     oplog.apply(repo, op)
     return MergeOutcome(branch, name, "fast-forward", st.oid, removed=lost)
 
 
-def _turns_left_out(repo: Repository, so: State, st: State, spared: set[bytes] = frozenset()) -> int:  # type: ignore[assignment]
+def followed_session(repo: Repository, st: State, branch: str | None = None) -> str | None:
+    """The session a branch moved to ``st`` (a fast-forward, a pull) goes on tracking:
+    the one ``branch`` (the branch ``st`` came from, if local) tracks, else the one
+    ``st`` was recorded from. Keeping the session it tracked before would let the next
+    commit record that session over the turns it just took."""
+    session = oplog.tracked(repo, branch) if branch else None
+    if session is None and st.header.session is not None:
+        session = f"{st.header.session.agent}:{st.header.session.id}"
+    return session
+
+
+def turns_left_out(repo: Repository, so: State, st: State, spared: set[bytes] = frozenset()) -> int:  # type: ignore[assignment]
     """How many of ``so``'s turns ``st`` does not hold (by id), not counting ``spared``."""
     start = common_prefix(repo, so.root, st.root)
     kept = {si.item.id for si in sequence.iter_items(repo.store, st.root, start)}
@@ -444,4 +451,4 @@ def conflicts_summary(repo: Repository) -> dict | None:
     return {"merging": pending["name"], "choices": pending.get("choices") or {}}
 
 
-__all__ = ["merge", "abort", "in_progress", "conflicts_summary", "MergeOutcome", "Conflict"]
+__all__ = ["merge", "abort", "followed_session", "turns_left_out", "in_progress", "conflicts_summary", "MergeOutcome", "Conflict"]

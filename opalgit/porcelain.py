@@ -187,12 +187,15 @@ def find_session(
             hint="start the agent in this folder first, or give --file PATH or --session ID",
         )
     candidates.sort(key=lambda c: c[1].mtime, reverse=True)
-    tracked = tracked_session(repo, current_branch(repo))
+    branch = current_branch(repo)
+    tracked = tracked_session(repo, branch)
     if tracked is not None:
         for ad, f in candidates:
             if (ad.name, f.id) == tracked:
                 return Pick(ad, f)
     ad, f = candidates[0]
+    if tracked is not None:
+        _refuse_another_session(repo, branch, tracked, (ad.name, f.id), f.path)
     note = None
     if len(candidates) > 1:
         note = (
@@ -226,6 +229,28 @@ def _subagent_note(ad: "adapters.Adapter", path: str, head: bytes, shown: str) -
     return (
         f"{shown} is a subagent's transcript of {whose}: its records are kept as they are, as the "
         f"subagent side (bookkeeping), not as turns of a conversation; '{where}' records the session itself"
+    )
+
+
+def _refuse_another_session(repo: Repository, branch: str, tracked: tuple[str, str], other: tuple[str, str],
+                            path: str) -> None:
+    """A commit that names no session must not switch ``branch`` to ``other`` when the
+    session it tracks is not among this folder's (pulled from a teammate, exported to
+    another folder, its file deleted): ``other`` would replace the branch's turns with
+    its own without a word. Recording the session the head came from is the usual commit."""
+    head = branch_head(repo, branch)
+    h = load_state(repo, head).header if head else None
+    s = h.session if h else None
+    # The same session by id, or the same file (a file's name need not be its id).
+    if s is None or (s.agent, s.id) == other or (h.source is not None and h.source.path == path):
+        return
+    agent, sid = tracked
+    raise UsageError(
+        f"branch {branch} tracks {agent} session {sid}, which is not among this folder's sessions (pulled from "
+        f"another machine, exported to another folder, or its file deleted); recording session {other[1]} would "
+        f"replace its turns",
+        hint=f"to continue {branch} here, run '{command('opal', 'export', '--to', agent)}' and resume that; to record "
+             f"{other[1]} anyway, run '{command('opal', 'commit', '--session', other[1])}'",
     )
 
 
