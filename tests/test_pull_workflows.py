@@ -47,7 +47,7 @@ def team(tmp_path, home):
 
 
 def turns(run, who: str, rev: str = "HEAD") -> int:
-    return len(json.loads(run(who, "log", "--turns", "--json", rev).stdout))
+    return len(json.loads(run(who, "log", "--turns", "--json", rev).stdout)["turns"])
 
 
 def head(run, who: str) -> str:
