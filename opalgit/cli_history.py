@@ -387,7 +387,7 @@ def _diff_sides(repo, a: str, b: str | None) -> tuple[str, str | None]:
 def stats(c: Ctx, rev: str, top: int, exact: bool, as_json: bool) -> None:
     """Turns, tool calls and estimated tokens of a state, per kind and per tool, and the biggest turns.
 
-    Token counts are estimates (about four characters per token; see docs/concepts.md),
+    Token counts are estimates (from the UTF-8 size of the text the model sees; see docs/concepts.md),
     or exact o200k counts with --exact.
 
     \b

@@ -23,8 +23,8 @@ def test_estimate_accuracy_on_real_sessions():
     if count is None:
         pytest.skip("bpe-openai is not installed (pip install 'opalgit[tokens]')")
     est_total = exact_total = 0
-    # The issue-18 corpus (claude/real/) is measured apart: its 400 KB VibeCodingTracker
-    # session alone is 19% under (see the report of tests/fixtures/real_corpus.py).
+    # The issue-18 corpus (claude/real/) is measured apart (tests/adapters/test_tokens_real.py):
+    # its 400 KB VibeCodingTracker session, Chinese prose, is still about 11% under.
     paths = glob.glob(os.path.join(FIXTURES, "claude", "**", "*.jsonl"), recursive=True)
     for path in sorted(p for p in paths if os.sep + "real" + os.sep not in p):
         ad = adapters.get("claude")
