@@ -489,11 +489,20 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
         )
         return
     assert res.oid is not None
+    # A commit of records that are no turn (the agent's bookkeeping: snapshots, titles,
+    # summaries) says what it recorded, never a bare "0 new turns".
+    other = res.new_items - res.new_turns
+    what = count(res.new_turns, "new turn")
+    if other > 0 and (res.new_turns == 0 or res.turns == 0):
+        what += f" and {count(other, 'bookkeeping record')}"
     c.out(
         f"[{res.branch} {c.style(render.short(res.oid, 7), fg='yellow')}] "
-        f"{count(res.new_turns, 'new turn')} ({res.turns} in all) "
+        f"{what} ({res.turns} in all) "
         f"from {res.session.agent if res.session else '?'} session {res.session.id[:8] if res.session else '?'}"
     )
+    if res.turns == 0:
+        c.note("this session file holds no turn of conversation yet (only the agent's bookkeeping); "
+               "it is recorded as it is, and its turns come with the next commit")
     for fork in res.forks:
         c.out(f"  branch {fork}: another line of conversation in the same session file")
 

@@ -298,3 +298,28 @@ def test_a_squash_longer_than_its_turns_says_it_costs_tokens(repo, project):
     r = opal("squash", "HEAD:1..HEAD:1", "-m", "a long summary " * 60, cwd=project)
     assert r.returncode == 0, r.stderr
     assert "saved ~-" not in r.stdout and "tokens more)" in r.stdout
+
+
+def test_a_commit_of_only_bookkeeping_records_says_so(tmp_path):
+    # A file of a Claude session before its first prompt (a summary and a snapshot)
+    # is recorded as it is; the commit line names what it holds, not "0 new turns".
+    import subprocess
+    import sys
+
+    project = tmp_path / "p"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    session = project / "s.jsonl"
+    session.write_text(
+        '{"type":"summary","summary":"A chat","leafUuid":"aaaaaaaa-1111-2222-3333-444444444444"}\n'
+        '{"type":"file-history-snapshot","messageId":"m1","snapshot":{"trackedFileBackups":{}},'
+        '"isSnapshotUpdate":false}\n'
+    )
+    opal = [sys.executable, "-m", "opalgit"]
+    subprocess.run(opal + ["init"], cwd=project, env=env, check=True, capture_output=True)
+    p = subprocess.run(opal + ["commit", "--agent", "claude", "--file", str(session)], cwd=project, env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "0 new turns and 2 bookkeeping records (0 in all)" in p.stdout
+    assert "holds no turn of conversation yet" in p.stderr
