@@ -9,6 +9,7 @@ import click
 
 from . import render
 from .cli import CONTEXT, Ctx, cli, pass_ctx
+from .plural import count
 
 
 def _size(n: int) -> str:
@@ -67,6 +68,6 @@ def gc(c: Ctx, expire: str, prune: str, dry_run: bool, as_json: bool) -> None:
     b, a = res.before, res.after
     assert a is not None
     c.out(
-        f"git gc --prune={res.prune}: {b.loose} loose objects ({_size(b.loose_bytes)}) and {b.packs} pack(s) ({_size(b.pack_bytes)}) -> "
-        f"{a.loose} loose ({_size(a.loose_bytes)}) and {a.packs} pack(s) ({_size(a.pack_bytes)})"
+        f"git gc --prune={res.prune}: {b.loose} loose objects ({_size(b.loose_bytes)}) and {count(b.packs, 'pack')} ({_size(b.pack_bytes)}) -> "
+        f"{a.loose} loose ({_size(a.loose_bytes)}) and {count(a.packs, 'pack')} ({_size(a.pack_bytes)})"
     )

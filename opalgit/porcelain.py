@@ -12,6 +12,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
+from .plural import count
 from . import adapters, oplog, redactworker, sequence
 from .argv import command
 from .jsonout import iso_ms, iso_seconds
@@ -642,7 +643,7 @@ def _commit_locked(
         if state is not None and state.header.session is not None and state.header.session.id != result.session.id:
             notes.append(f"branch {branch} now records session {result.session.id} (was {state.header.session.id})")
     if placeholders:
-        notes.insert(secrets_note_at, f"{len(placeholders)} secret(s) replaced by placeholders; the originals stay in this machine's vault")
+        notes.insert(secrets_note_at, f"{count(len(placeholders), 'secret')} replaced by placeholders; the originals stay in this machine's vault")
 
     screen.close()  # every record is stored: the other core is free again
     packer.keep_window()

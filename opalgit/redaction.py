@@ -34,6 +34,7 @@ from .repo import Repository
 from .states import STATE_BLOB, load_state
 from .structs import dataclass, field
 from .vault import Vault, default_path
+from .plural import count
 
 RULES_FILE = "secrets.toml"
 
@@ -304,7 +305,7 @@ def gate(repo: Repository, head: bytes, *, allow: bool = False) -> ScanResult:
         shown = ", ".join(turns[:5]) + (f" and {len(turns) - 5} more" if len(turns) > 5 else "")
         kinds = sorted({leak["kind"] for leak in res.leaks})
         raise SecretsFoundError(
-            f"refusing to push: {len(res.leaks)} secret(s) in clear ({', '.join(kinds)}) in {shown}",
+            f"refusing to push: {count(len(res.leaks), 'secret')} in clear ({', '.join(kinds)}) in {shown}",
             hint="see 'opal secrets scan'; 'opal secrets purge' moves them into the vault, rewriting the states that hold them "
             "('opal undo' puts them back); or push with --allow-secrets to send them",
         )

@@ -21,6 +21,7 @@ from . import odb, packfile
 from .errors import ConflictError, CorruptObjectError, OpalError
 from .packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
 from .structs import dataclass
+from .plural import count
 
 if TYPE_CHECKING:
     import pygit2
@@ -409,7 +410,7 @@ class GitObjectStore(ObjectStore):
         lost = [oid for oid in self._watched if not self._backend_exists(oid)]
         if lost:
             raise ConflictError(
-                f"{len(lost)} object(s) this command was about to record were deleted meanwhile "
+                f"{count(len(lost), 'object')} this command was about to record were deleted meanwhile "
                 f"(e.g. {lost[0].hex()[:12]}), by a 'git gc --prune=now' or 'git prune' running at the same time",
                 hint="nothing was changed; run the command again",
             )

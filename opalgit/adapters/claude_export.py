@@ -44,6 +44,7 @@ from ..model import Normal, Turn
 from . import tools
 from .base import ExportRequest, ExportResult, LossReport
 from .claude import AGENT, ClaudeAdapter, project_key
+from ..plural import count, noun
 
 __all__ = ["CLAUDE_VERSION", "DANGLING_OUTPUT", "DEFAULT_MODEL", "export", "replace_tool_outputs"]
 
@@ -88,7 +89,7 @@ def export(req: ExportRequest) -> ExportResult:
     side = _side_files(req, path[: -len(".jsonl")], writer.report)
     files = [(path, body)] + side
     # Said once they are written (a dry run writes nothing and lists them as it would).
-    done = (f"{len(side)} side-folder file(s) written back under {os.path.basename(path[: -len('.jsonl')])}/ "
+    done = (f"{count(len(side), 'side-folder file')} written back under {os.path.basename(path[: -len('.jsonl')])}/ "
             f"({', '.join(sorted({r.split('/')[0] for r in req.side}))})") if side else None
     return ExportResult(files=files, session_id=sid, resume=["claude", "--resume", sid], report=writer.report,
                         prefix=writer.aligned, post=[lambda: done] if done else [])
@@ -203,10 +204,10 @@ class _Writer:
         if self.relinked:
             rep.convert("parent:relinked", self.relinked)
         if self.roots:
-            rep.note(f"{self.roots} line(s) after the first begin a chain of their own (parentUuid null, as the agent "
+            rep.note(f"{count(self.roots, 'line')} after the first begin a chain of their own (parentUuid null, as the agent "
                      "wrote them): claude --resume follows the chain of the last one only")
         if self.copies:
-            rep.note(f"{self.copies} line(s) repeat the uuid of an earlier one (Claude Code 1.0.x copies the "
+            rep.note(f"{count(self.copies, 'line')} {noun(self.copies, 'repeats', 'repeat')} the uuid of an earlier one (Claude Code 1.0.x copies the "
                      "earlier session into a continuation): written back as the agent wrote them")
         if self.entrypoints:
             rep.convert("entrypoint:cli", sum(1 for _ in self.entrypoints))

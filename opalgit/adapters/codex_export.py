@@ -31,6 +31,7 @@ from collections import deque
 from functools import partial
 from typing import Any, Mapping
 
+from ..plural import count, noun
 from .. import jsonl
 from ..errors import InputError, UsageError
 from ..model import Normal, Turn
@@ -198,10 +199,10 @@ class _Writer:
             rep.note(f"the source used Codex's paginated history; written in legacy mode ({self.ordinals} "
                      "ordinal fields removed), with user_message / agent_message events added so codex shows the transcript")
         if self.source_notes.get("thread_rolled_back"):
-            rep.note(f"the source holds {self.source_notes['thread_rolled_back']} thread_rolled_back event(s): "
+            rep.note(f"the source holds {count(self.source_notes['thread_rolled_back'], 'thread_rolled_back event')}: "
                      "written back, so Codex drops the rolled-back turns on resume as before (opal's view still shows them)")
         if self.source_notes.get("compacted"):
-            rep.note(f"the source holds {self.source_notes['compacted']} compacted item(s): written back, so Codex "
+            rep.note(f"the source holds {count(self.source_notes['compacted'], 'compacted item')}: written back, so Codex "
                      "resumes from the compacted history as before")
         if src is not None and src.agent == AGENT and src.cwd and src.cwd != self.req.cwd:
             rep.note(f"the folder changed from {src.cwd} to {self.req.cwd}: turn_context records now name the new "
@@ -523,7 +524,7 @@ class _Writer:
         # itself ("aborted"), so an output written here would be a record it never wrote.
         left = sorted(cid for cid in self.call_pos if cid not in self.answered and cid in self.native_calls)
         if left:
-            self.report.note(f"{len(left)} Codex tool call(s) without an output are written back as the source has "
+            self.report.note(f"{count(len(left), 'Codex tool call')} without an output {noun(len(left), 'is', 'are')} written back as the source has "
                              "them; codex answers them as aborted when it resumes")
         dangling = sorted((pos, cid) for cid, pos in self.call_pos.items()
                           if cid not in self.answered and cid not in self.native_calls)

@@ -30,6 +30,7 @@ import re
 from typing import Any, Mapping
 
 from .base import LossReport
+from ..plural import count
 
 __all__ = ["PREFIX", "child_threads", "parent_of", "written_back"]
 
@@ -160,6 +161,6 @@ def written_back(side: Mapping[str, bytes], old_id: str | None, new_id: str, exp
         out.append((os.path.join(folder, new_name), data, child))
     if out:
         report.convert("child_thread:parent_renamed", len(out))
-        report.note(f"{len(out)} child thread(s) (sub-agents) written back beside the rollout, their parent "
+        report.note(f"{count(len(out), 'child thread')} (sub-agents) written back beside the rollout, their parent "
                     f"thread id now the new session's; each keeps its own id, which the parent's records name")
     return out

@@ -736,7 +736,7 @@ def test_export_same_agent_keeps_inexact_lines_and_notes(tmp_path):
     # Codex's own unanswered calls are written back as they are (no synthesized outputs).
     assert not [ln["payload"] for ln in lines if ln["payload"].get("type", "").endswith("_output")]
     assert res.report.converted == {"session_meta:id:rewritten": 1}
-    assert any("2 Codex tool call(s) without an output" in n for n in res.report.notes)
+    assert any("2 Codex tool calls without an output" in n for n in res.report.notes)
     assert any("thread_rolled_back" in n for n in res.report.notes) and any("compacted" in n for n in res.report.notes)
 
 

@@ -200,7 +200,7 @@ def base(tmp_path):
     shutil.copy2(Path(ref) / ".git/opal/vault/secrets.jsonl", key)
     out = _commit(ref, path, "off")
     assert not out["forked"]
-    assert any("secret(s) replaced" in note for note in out["notes"]) and len(_vault(ref)) >= 3
+    assert any("replaced by placeholders" in note for note in out["notes"]) and len(_vault(ref)) >= 3
     return tmp_path, path, n, ref, out["notes"], str(key)
 
 

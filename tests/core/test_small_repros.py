@@ -246,7 +246,7 @@ def test_a_dry_run_claims_no_registration_nor_file_it_did_not_write(repo, projec
     r = opal("export", "--to", "gemini", cwd=project)
     assert r.returncode == 0 and f"registered the project {project}" in r.stderr and registry.exists()
     r = opal("export", "--to", "claude", cwd=project)
-    assert r.returncode == 0 and "side-folder file(s) written back" in r.stderr
+    assert r.returncode == 0 and "written back under" in r.stderr
 
 
 # ------------------------------------------------------------------------------ (h) the vault and git
