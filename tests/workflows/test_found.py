@@ -146,3 +146,25 @@ def test_the_model_expects_nothing_of_an_unchanged_session_whose_fork_branch_was
         check()
     finally:
         m.teardown()
+
+
+def test_a_whole_file_read_leaves_an_unchanged_fork_branch_where_it_is(setup):
+    # Found while shrinking the sequence above: after the fork branch is made, the
+    # agent goes on on the line Claude resumes, each turn ending in a last-prompt line;
+    # a commit that reads the whole file again (the branch rewound first) wrote the fork
+    # branch anew, no turn changed: its line had taken in every last-prompt of the
+    # file, those written on the other line after it was left too.
+    agent, repo, env, project = setup
+    live = agent.new_claude("parallel")
+    porcelain.commit(repo, env, project, file=live.path)
+    agent.grow(live, 2)
+    agent.fork(live, 1)
+    [fork] = porcelain.commit(repo, env, project, file=live.path).forks
+    at = porcelain.branch_head(repo, fork)
+    before = read_views("claude", live.path)[1]
+    agent.grow(live, 1)
+    after = read_views("claude", live.path)[1]
+    assert [it.id for it in after.items] == [it.id for it in before.items]
+    porcelain.rewind(repo, 1)
+    res = porcelain.commit(repo, env, project, file=live.path)  # detached: the whole file again
+    assert res.forks == [] and porcelain.branch_head(repo, fork) == at
