@@ -623,13 +623,25 @@ class _Tree:
         used: set[str] = set()
         for leaf in self.leaves:
             anc = self.anc[leaf]
-            idx = [i for i, u in enumerate(self.uuids) if u is None or u in anc or u not in union]
+            end = len(self.uuids) if leaf == self.active else self._left(anc, union)
+            idx = [i for i, u in enumerate(self.uuids) if (i < end if u is None else u in anc or u not in union)]
             hint = None
             if leaf != self.active:
                 hint = _name_hint(leaf, used)
                 used.add(hint)
             views.append(View(indices=idx, leaf=leaf, name_hint=hint))
         return views
+
+    def _left(self, anc: set[str], union: set[str]) -> int:
+        """Where the agent left a line that is not the one it resumes: the first record of
+        another line after the line's last. The lines without a uuid after it (the other
+        line's last-prompts, its bookkeeping) are not this line's: a fork's view must not
+        take them in, or it changes with every turn on the other line while its own
+        turns stay as they are."""
+        last = max((i for i, u in enumerate(self.uuids) if u in anc), default=-1)
+        return next((i for i in range(last + 1, len(self.uuids))
+                     if self.uuids[i] is not None and self.uuids[i] in union and self.uuids[i] not in anc),
+                    len(self.uuids))
 
     def state_tail(self, active_view: View) -> tuple[list[str], list[str]]:
         tail: list[str] = []

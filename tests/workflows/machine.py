@@ -97,7 +97,9 @@ class Branch:
 
     oid: bytes
     turns: tuple[bytes, ...]
-    source: tuple[str, int] | None = None  # the session file read, and how many records
+    # The session file read, how many records of the line Claude resumes, and the
+    # other lines it held then (their names and turns): what the next read extends.
+    source: tuple[str, int, tuple] | None = None
     detached: bool = False
     session: str | None = None
     parent_session: str | None = None  # a detached state: the session of the state it was cut from
@@ -248,7 +250,13 @@ class Workflows(RuleBasedStateMachine):
         v0 = views[0]
         n = len(v0.items)
         forks: dict[str, tuple[bytes, ...]] = {}
-        if b and not b.detached and b.source and b.source[0] == s.path and len(views) == 1 and b.source[1] <= n:
+        others = self._other_lines(views)
+        if b and not b.detached and b.source and b.source[0] == s.path and b.source[2] == others and b.source[1] <= n:
+            # Read on from where the branch's state left off: the agent appended to the
+            # line it resumes, the other lines are as they were. Their fork branches
+            # are not touched, so one the user deleted stays deleted, and a file with
+            # nothing new is nothing to commit (test_found.py::
+            # test_a_deleted_fork_branch_stays_deleted_while_the_session_only_grows).
             new = tuple(it.id for it in v0.items[b.source[1]:] if it.is_turn)
             if b.source[1] == n:
                 return "nothing", None, forks
@@ -277,7 +285,14 @@ class Workflows(RuleBasedStateMachine):
         for it in views[0].items:
             if it.is_turn:
                 self.summaries.setdefault(it.id, it.summary)
-        return "commit", Branch(b"", turns, (s.path, n), False, s.id), forks
+        return "commit", Branch(b"", turns, (s.path, n, others), False, s.id), forks
+
+    @staticmethod
+    def _other_lines(views) -> tuple:
+        """The lines of conversation in a session file but the one its agent resumes,
+        by their turns (a fork's view also ends with the file's newest non-turn lines,
+        Claude's last-prompt, which an appending read does not rewrite it for)."""
+        return tuple((v.name_hint, v.turns) for v in views[1:])
 
     def _pick(self) -> Session:
         """The session an ``opal commit`` without --session records: the branch's

@@ -87,3 +87,84 @@ def test_undo_after_a_redo_undoes_the_redone_operation(setup):
     assert porcelain.branch_head(repo, "main") == second
     porcelain.undo(repo)
     assert porcelain.branch_head(repo, "main") == first
+
+
+def test_a_deleted_fork_branch_stays_deleted_while_the_session_only_grows(setup):
+    # Found as: agent_rewinds_inside_claude, commit_a_session(claude) (the whole file
+    # read: a fork branch), delete_a_branch(main-fork-...), commit_a_session(claude)
+    # (shrunk by hand from a sequence with trims, a Codex session, push, pull and
+    # fetch, none of which mattered). The model expected the last commit to write the
+    # fork branch again, with an empty commit on main; opal rightly said "nothing to
+    # commit": a commit of an unchanged session is a no-op, and a commit that only
+    # reads what the agent appended (to the line Claude resumes) leaves the other
+    # lines' branches as they are, deleted ones too. The model was wrong, not opal.
+    agent, repo, env, project = setup
+    live = agent.new_claude("parallel")
+    porcelain.commit(repo, env, project, file=live.path)
+    agent.grow(live, 2)
+    agent.fork(live, 1)
+    res = porcelain.commit(repo, env, project, file=live.path)
+    [fork] = res.forks
+    porcelain.branch_delete(repo, fork)
+    with pytest.raises(NothingToDoError):
+        porcelain.commit(repo, env, project, file=live.path)
+    assert porcelain.branch_head(repo, "main") == res.oid
+    agent.grow(live, 1)
+    grown = porcelain.commit(repo, env, project, file=live.path)
+    assert grown.forks == [] and porcelain.branch_head(repo, fork) is None
+    assert len(porcelain.turns(repo, grown.oid.hex())) == len(read_views("claude", live.path)[0].turns)
+
+
+def test_the_model_expects_nothing_of_an_unchanged_session_whose_fork_branch_was_deleted():
+    # The same sequence through the machine's own rules and properties: its model
+    # expected a commit (the fork branch back, an empty commit on main) where opal
+    # has nothing to do.
+    from tests.workflows.machine import Workflows
+
+    m = Workflows()
+    try:
+        def check():
+            m.branches_are_what_the_model_says()
+            m.each_branch_tracks_the_session_the_model_says()
+            m.no_turn_is_lost()
+
+        m.agent.grow(m.live, 2)
+        m.agent.fork(m.live, 1)
+        m._commit(m.live, explicit=True, how="api")
+        check()
+        fork = next(k for k in m.m.branches if k != "main")
+        code, out, err = m.opal("branch", "-d", fork)
+        assert code == 0, err
+        del m.m.branches[fork]
+        m.m.tracked.pop(fork, None)
+        m._record("branch", m.m.copy())
+        check()
+        m._commit(m.live, explicit=True, how="api")
+        check()
+        m.agent.grow(m.live, 1)
+        m._commit(m.live, explicit=True, how="api")
+        check()
+    finally:
+        m.teardown()
+
+
+def test_a_whole_file_read_leaves_an_unchanged_fork_branch_where_it_is(setup):
+    # Found while shrinking the sequence above: after the fork branch is made, the
+    # agent goes on on the line Claude resumes, each turn ending in a last-prompt line;
+    # a commit that reads the whole file again (the branch rewound first) wrote the fork
+    # branch anew, no turn changed: its line had taken in every last-prompt of the
+    # file, those written on the other line after it was left too.
+    agent, repo, env, project = setup
+    live = agent.new_claude("parallel")
+    porcelain.commit(repo, env, project, file=live.path)
+    agent.grow(live, 2)
+    agent.fork(live, 1)
+    [fork] = porcelain.commit(repo, env, project, file=live.path).forks
+    at = porcelain.branch_head(repo, fork)
+    before = read_views("claude", live.path)[1]
+    agent.grow(live, 1)
+    after = read_views("claude", live.path)[1]
+    assert [it.id for it in after.items] == [it.id for it in before.items]
+    porcelain.rewind(repo, 1)
+    res = porcelain.commit(repo, env, project, file=live.path)  # detached: the whole file again
+    assert res.forks == [] and porcelain.branch_head(repo, fork) == at
