@@ -327,6 +327,15 @@ def agents(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[
     return [CompletionItem(n, help="agent") for n in adapters.names() if n.startswith(incomplete)]
 
 
+def commands(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """opal's command names (``opal help COMMAND``)."""
+    from .cli import cli
+
+    root = ctx.find_root().command
+    names = root.list_commands(ctx) if isinstance(root, click.Group) else list(cli.commands)
+    return [CompletionItem(n, help="command") for n in names if n.startswith(incomplete)]
+
+
 Values = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
 
 #: The values of each parameter click cannot complete by itself, by command path and
@@ -344,6 +353,7 @@ VALUES: dict[tuple[str, str], Values] = {
     ("export", "rev"): revisions,
     ("export", "to"): agents,
     ("fetch", "remote_name"): remotes,
+    ("help", "command"): commands,
     ("log", "revs"): revisions,
     ("merge", "rev"): revisions,
     ("pull", "remote_name"): remotes,
@@ -371,6 +381,8 @@ FREE: frozenset[tuple[str, str]] = frozenset({
     ("hook pre-push", "url"), ("log", "max_count"), ("merge", "takes"), ("merge", "message"),
     ("op log", "max_count"), ("rewind", "count"), ("squash", "message"), ("stats", "top"),
     ("trim", "over"), ("trim", "keep"), ("undo", "op_id"),
+    ("gc", "expire"), ("gc", "prune"), ("log", "skip"), ("log", "since"), ("log", "until"), ("log", "fmt"),
+    ("secrets purge", "literals"),
 })
 
 

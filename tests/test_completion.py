@@ -163,7 +163,7 @@ def test_revisions_complete(shell, repo, shell_env):
     got, _ = run("opal drop m", repo, shell_env)  # a range of turns: REV: first, then its number
     assert got == ["main:"]
     got, _ = run("opal show fix/x:1", repo, shell_env)
-    turns = json.loads(opal("log", "--turns", "--json", "fix/x", cwd=repo).stdout)
+    turns = json.loads(opal("log", "--turns", "--json", "fix/x", cwd=repo).stdout)["turns"]
     expected = [f"fix/x:{n}" for n in range(1, len(turns) + 1) if str(n).startswith("1")]
     assert len(expected) > 1
     # bash replaces only the part of the word after its last ':' (COMP_WORDBREAKS).

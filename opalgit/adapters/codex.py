@@ -32,7 +32,6 @@ import re
 from typing import IO, Any, Iterator, Mapping, Sequence
 
 from .. import codec, jsonl
-from .codex_threads import child_threads
 from ..errors import CorruptObjectError, InputError
 from ..model import Normal, SessionInfo, Turn
 from .base import (
@@ -552,6 +551,8 @@ class CodexAdapter(Adapter):
             count=count,
         )
         # The rollouts of the sub-agents it spawned are part of the session (codex_threads).
+        from .codex_threads import child_threads  # only when a session is read: 'get' stays one import
+
         out.side = child_threads(path, session.id, out.warnings)
         return out
 

@@ -938,7 +938,11 @@ def test_property_round_trip_and_export(lines, data):
         split = Path(tmp) / "split"
         split.mkdir()
         first, second = _split_read(path, cut, split)
-        assert [r.turn for r in first.records + second.records] == [r.turn for r in result.records]
+        # Where the later lines change what an earlier one is (a $set batch split into a
+        # record per message while it held them last, issue 18 6), the read says it does
+        # not extend and the commit reads the whole file again.
+        if second.extends:
+            assert [r.turn for r in first.records + second.records] == [r.turn for r in result.records]
         if second.extends:
             assert [r.normal for r in second.records] == [r.normal for r in result.records[cut:]]
             assert second.state == result.state

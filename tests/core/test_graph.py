@@ -60,11 +60,11 @@ def history(project, home):
     porcelain.switch(repo, "b")
     drop(14)
     porcelain.switch(repo, "main")
-    assert merging.merge(repo, "a").kind == "merged"
+    assert merging.merge(repo, "a", force=True).kind == "merged"
     drop(3)
     porcelain.switch(repo, "b")
     drop(15)
-    assert merging.merge(repo, "main").kind == "merged"
+    assert merging.merge(repo, "main", force=True).kind == "merged"
     porcelain.switch(repo, "a")
     drop(10)
     porcelain.switch(repo, "main")
