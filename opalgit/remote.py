@@ -251,15 +251,9 @@ def _is_ancestor(repo: Repository, ancestor: bytes, of: bytes) -> bool:
 
 
 def _history(repo: Repository, head: bytes) -> set[bytes]:
-    seen: set[bytes] = set()
-    stack = [head]
-    while stack:
-        oid = stack.pop()
-        if oid in seen:
-            continue
-        seen.add(oid)
-        stack.extend(repo.store.read_commit(oid).parents)
-    return seen
+    from .revision import ancestors
+
+    return ancestors(repo, [head])
 
 
 # ------------------------------------------------------------------ push

@@ -100,7 +100,8 @@ def split_range(text: str) -> Range:
     return Range("one", text, "")
 
 
-def _ancestors(repo: "Repository", starts: Iterable[bytes]) -> set[bytes]:
+def ancestors(repo: "Repository", starts: Iterable[bytes]) -> set[bytes]:
+    """Every commit reachable from ``starts``, the starts included (commit headers only)."""
     seen: set[bytes] = set()
     stack = list(starts)
     while stack:
@@ -139,8 +140,8 @@ def select(repo: "Repository", texts: Iterable[str]) -> tuple[list[bytes], set[b
         else:
             a, b = oid(r.left), oid(r.right)
             starts += [a, b]
-            shared |= _ancestors(repo, [a]) & _ancestors(repo, [b])
-    return starts, _ancestors(repo, hide) | shared
+            shared |= ancestors(repo, [a]) & ancestors(repo, [b])
+    return starts, ancestors(repo, hide) | shared
 
 
 def merge_base(repo: "Repository", a: str, b: str) -> bytes:
