@@ -22,6 +22,7 @@ from .porcelain import (
     resolve,
     tracked_session,
 )
+from .preview import of_item
 from .repo import Repository
 from .sequence import Item
 from .structs import dataclass, field
@@ -84,12 +85,6 @@ def _leaf_items(repo: Repository, leaves: list[sequence.Node]) -> list[Item]:
     for leaf in leaves:
         out.extend(sequence.read_leaf(repo.store, leaf.oid))
     return out
-
-
-def _preview(repo: Repository, item: Item, width: int = 72) -> str:
-    from .preview import of_item
-
-    return of_item(repo, item, width)
 
 
 def diff(
@@ -221,9 +216,9 @@ class _Walk:
             self.hidden += 1
             return
         if side == "-":
-            self._emit(Entry("-", self.pos_a if it.is_turn else None, None, it.summary, preview=_preview(self.repo, it)))
+            self._emit(Entry("-", self.pos_a if it.is_turn else None, None, it.summary, preview=of_item(self.repo, it)))
         else:
-            self._emit(Entry("+", None, self.pos_b if it.is_turn else None, it.summary, preview=_preview(self.repo, it)))
+            self._emit(Entry("+", None, self.pos_b if it.is_turn else None, it.summary, preview=of_item(self.repo, it)))
         _count(self.stat["a" if side == "-" else "b"], it)
 
     def items(self, items_a: list[Item], items_b: list[Item]) -> None:
@@ -253,7 +248,7 @@ class _Walk:
             nit = news[paired[oi]]
             self.pos_b += 1
             lines = text_diff(turn_text(normal_of(self.repo, old), readable=True), turn_text(normal_of(self.repo, nit), readable=True)) if self.texts else []
-            self._emit(Entry("~", self.pos_a, self.pos_b, nit.summary, old.summary, lines, _preview(self.repo, nit)))
+            self._emit(Entry("~", self.pos_a, self.pos_b, nit.summary, old.summary, lines, of_item(self.repo, nit)))
             _count(self.stat["a"], old)
             _count(self.stat["b"], nit)
             new_iter = paired[oi] + 1

@@ -124,7 +124,7 @@ def _describe(repo: Repository, items: list[Item], start: int, end: int, before:
     """The turns of one side of a conflict, each with its turn number in that side's
     state (``before``: the turns of the prefix all three states share) and, for the
     first :data:`PREVIEWED`, its first words."""
-    from .compare import _preview
+    from .preview import of_item
 
     number = before + sum(1 for it in items[:start] if it.is_turn)
     out = []
@@ -133,7 +133,7 @@ def _describe(repo: Repository, items: list[Item], start: int, end: int, before:
             number += 1
             out.append({"turn": number, "role": it.summary.get("role"), "kind": it.summary.get("kind"),
                         "tool": it.summary.get("tool"), "chars": it.summary.get("chars", 0),
-                        "preview": _preview(repo, it) if len(out) < PREVIEWED else None})
+                        "preview": of_item(repo, it) if len(out) < PREVIEWED else None})
     return out
 
 
