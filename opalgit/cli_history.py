@@ -102,13 +102,20 @@ def _log_starts(repo, revs: tuple[str, ...], all_refs: bool) -> tuple[list[bytes
     return starts, hide
 
 
-def _date_filter(since: str | None, until: str | None):
+def _in_dates(since: str | None, until: str | None):
+    """A test of a time in seconds against --since/--until, both ends inclusive as in
+    git; None when neither is given."""
     if since is None and until is None:
         return None
     after = gitdate.approx(since, option="--since") if since is not None else None
     before = gitdate.approx(until, option="--until") if until is not None else None
-    # git compares the committer date, inclusively at both ends.
-    return lambda cd: (after is None or cd.committer.time >= after) and (before is None or cd.committer.time <= before)
+    return lambda t: (after is None or t >= after) and (before is None or t <= before)
+
+
+def _date_filter(since: str | None, until: str | None):
+    within = _in_dates(since, until)
+    # git compares the committer date.
+    return None if within is None else (lambda cd: within(cd.committer.time))
 
 
 def _commit_lines(c: Ctx, repo, info, style: str, template: str | None, head: str) -> list[str]:
@@ -160,12 +167,9 @@ def _log_turns(c: Ctx, repo, revs: tuple[str, ...], max_count: int | None, since
         raise UsageError("log --turns lists the turns of one state", hint="give one REV, e.g. 'opal log --turns main~2'")
     rev = revs[0] if revs else "HEAD"
     infos = all_infos = porcelain.turns(repo, rev, include_meta=include_meta)
-    if since is not None or until is not None:
-        after = gitdate.approx(since, option="--since") * 1000 if since is not None else None
-        before = gitdate.approx(until, option="--until") * 1000 if until is not None else None
-        infos = [t for t in infos if (t.summary.get("time") is not None
-                                       and (after is None or t.summary["time"] >= after)
-                                       and (before is None or t.summary["time"] <= before))]
+    within = _in_dates(since, until)
+    if within is not None:  # a turn's time is in milliseconds
+        infos = [t for t in infos if t.summary.get("time") is not None and within(t.summary["time"] / 1000)]
     if max_count:
         infos = infos[-max_count:]
     if as_json:
