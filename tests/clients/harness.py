@@ -397,6 +397,33 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tup
     )
 
 
+def opal(*args: str, cwd: Path, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``opal ARGS`` (this checkout's), asserting it succeeds.
+
+    Under ``-X faulthandler``, so that a command still running at ``timeout`` is sent
+    SIGABRT first: the assertion then carries every thread's Python stack (where it
+    waited), not just "timed out" (a ``show`` once hung in CI and left nothing to go on).
+    """
+    import sys
+
+    argv = [sys.executable, "-X", "faulthandler", "-m", "opalgit", *args]
+    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(f"opal {' '.join(args)} still ran after {timeout:.0f} s; its stacks:\n{err}\n{out}")
+    done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    assert done.returncode == 0, f"opal {' '.join(args)} failed:\n{out}\n{err}"
+    return done
+
+
 def _parse_json_blob(text: str) -> list[Any]:
     text = text.strip()
     if not text:

@@ -8,7 +8,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,7 @@ pytestmark = pytest.mark.clients
 
 
 def _opal(*args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "opalgit", *args], cwd=str(cwd), env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, f"opal {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
+    return harness.opal(*args, cwd=cwd, env=env)
 
 
 def test_export_of_a_rewound_state_is_what_resume_last_picks(tmp_path):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,11 +29,7 @@ NEW_PROMPT = "TURN3: what did we change so far? [after-opal]"
 
 
 def _opal(*args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "opalgit", *args], cwd=str(cwd), env=env, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, f"opal {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
+    return harness.opal(*args, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")

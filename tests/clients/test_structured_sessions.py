@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,10 +53,7 @@ SCENARIOS = [(c, s.name) for c in AGENTS for s in harness.scenarios(c, Path("/p"
 
 
 def _opal(*args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "opalgit", *args], cwd=str(cwd), env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, f"opal {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
+    return harness.opal(*args, cwd=cwd, env=env)
 
 
 def _runs_of_calls(items) -> list[int]:
