@@ -17,10 +17,10 @@ from typing import IO, Any, Iterator
 
 import msgpack as _msgpack
 
-from . import progress
-from .errors import InputError
-from .fileio import MAX_PIECE
-from .structs import dataclass
+from opalgit import progress
+from opalgit.errors import InputError
+from opalgit.fileio import MAX_PIECE
+from opalgit.structs import dataclass
 
 try:  # a C parser several times faster than the standard library's; optional
     import orjson as _orjson

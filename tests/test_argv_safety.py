@@ -14,11 +14,12 @@ import subprocess
 
 import pytest
 
-from opalgit import porcelain, remote
-from opalgit.argv import check_url, command
+from opalgit import porcelain
 from opalgit.errors import UsageError
-from opalgit.remote import Remote, RemoteError
-from opalgit.repo import Repository
+from opalgit.store.argv import check_url, command
+from opalgit.store.repo import Repository
+from opalgit.sync import remote
+from opalgit.sync.remote import Remote, RemoteError
 from tests.conftest import git, opal
 from tests.core.test_porcelain import place
 from tests.test_remote import clone, env_of, make_remote, open_repo
@@ -276,23 +277,23 @@ def test_an_untracked_opal_store_inside_a_git_tree_is_still_used(tmp_path):
 #: a command there (docs/remotes.md, "What opal hands to git"). A new call site fails
 #: test_every_subprocess_call_site_is_audited until it is added here, with its reason.
 AUDITED = {
-    ("opalgit/gitcmd.py", "run", "subprocess.run"): "the one runner of git: argv list, no shell; callers below",
-    ("opalgit/gitcmd.py", "start", "subprocess.Popen"): "the same, in the background",
-    ("opalgit/remote.py", "run_git", "gitcmd.run"): "remote's runner: callers below",
-    ("opalgit/remote.py", "_push_once", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
-    ("opalgit/remote.py", "_fetch", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
-    ("opalgit/hooks.py", "hooks_dir", "remote.run_git"): "fixed arguments (rev-parse --git-path hooks)",
-    ("opalgit/hooks.py", "shared_hooks_path", "remote.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
-    ("opalgit/refs.py", "RefStore._run_update_ref", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
-    ("opalgit/fsck.py", "_unreachable", "gitcmd.run"): "fixed arguments (fsck --unreachable --no-reflogs --no-progress)",
-    ("opalgit/gc.py", "_run_git_gc", "gitcmd.run"): "gc --quiet --prune=DATE and reflog expire --expire=DATE -- REFS: the date is opal's own spelling (now, never or an ISO date it formatted), the refs are reflog files found under logs/refs/opal/, after '--'",
-    ("opalgit/repo.py", "Repository.config_set", "gitcmd.run"): "key built by opal (checked); git stops options at the key",
-    ("opalgit/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",
-    ("opalgit/repo.py", "Repository._read_identity", "gitcmd.run"): "fixed arguments (config --get-regexp user)",
-    ("opalgit/repo.py", "Repository._git_date", "gitcmd.run"): "fixed arguments (var GIT_AUTHOR_IDENT / GIT_COMMITTER_IDENT); the date goes to git in the environment, never in argv",
-    ("opalgit/demo.py", "run_demo", "subprocess.run"): "git init of an absolute path opal made",
-    ("opalgit/cli_export.py", "resume", "subprocess.call"): "the agent by its PATH name; the session id is a fresh UUID",
-    ("opalgit/client.py", "spawn", "subprocess.Popen"): "this interpreter on opal's own code, socket path and idle time",
+    ("opalgit/store/gitcmd.py", "run", "subprocess.run"): "the one runner of git: argv list, no shell; callers below",
+    ("opalgit/store/gitcmd.py", "start", "subprocess.Popen"): "the same, in the background",
+    ("opalgit/sync/remote.py", "run_git", "gitcmd.run"): "remote's runner: callers below",
+    ("opalgit/sync/remote.py", "_push_once", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
+    ("opalgit/sync/remote.py", "_fetch", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
+    ("opalgit/hooks/install.py", "hooks_dir", "remote.run_git"): "fixed arguments (rev-parse --git-path hooks)",
+    ("opalgit/hooks/install.py", "shared_hooks_path", "remote.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
+    ("opalgit/store/refs.py", "RefStore._run_update_ref", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
+    ("opalgit/porcelain/fsck.py", "_unreachable", "gitcmd.run"): "fixed arguments (fsck --unreachable --no-reflogs --no-progress)",
+    ("opalgit/porcelain/gc.py", "_run_git_gc", "gitcmd.run"): "gc --quiet --prune=DATE and reflog expire --expire=DATE -- REFS: the date is opal's own spelling (now, never or an ISO date it formatted), the refs are reflog files found under logs/refs/opal/, after '--'",
+    ("opalgit/store/repo.py", "Repository.config_set", "gitcmd.run"): "key built by opal (checked); git stops options at the key",
+    ("opalgit/store/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",
+    ("opalgit/store/repo.py", "Repository._read_identity", "gitcmd.run"): "fixed arguments (config --get-regexp user)",
+    ("opalgit/store/repo.py", "Repository._git_date", "gitcmd.run"): "fixed arguments (var GIT_AUTHOR_IDENT / GIT_COMMITTER_IDENT); the date goes to git in the environment, never in argv",
+    ("opalgit/cli/demo.py", "run_demo", "subprocess.run"): "git init of an absolute path opal made",
+    ("opalgit/cli/commands/export.py", "resume", "subprocess.call"): "the agent by its PATH name; the session id is a fresh UUID",
+    ("opalgit/server/client.py", "spawn", "subprocess.Popen"): "this interpreter on opal's own code, socket path and idle time",
     ("bench/util.py", "run", "subprocess.Popen"): "the bench's own commands on paths it generated",
     ("bench/util.py", "isolated_python", "subprocess.run"): "fixed -c programs",
     ("bench/util.py", "_first_line", "subprocess.run"): "fixed version queries",

@@ -8,8 +8,8 @@ import os
 import click
 import pytest
 
-from opalgit import clidoc
-from opalgit.cli import cli
+from opalgit.cli import clidoc
+from opalgit.cli.main import cli
 from tests.conftest import ROOT, git, opal
 from tests.core.test_porcelain import grow, place
 
@@ -110,7 +110,7 @@ def test_every_command_has_help_with_examples():
 
 def test_cli_reference_is_in_sync_with_help():
     with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as fh:
-        assert fh.read() == clidoc.render(), "docs/cli.md is stale: run python -m opalgit.clidoc > docs/cli.md"
+        assert fh.read() == clidoc.render(), "docs/cli.md is stale: run python -m opalgit.cli.clidoc > docs/cli.md"
 
 
 def test_version():

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from opalgit import gitdate
-from opalgit.cli import GIT_VERBS, cli, close_names, pager_command
-from opalgit.model import Normal
-from opalgit.render import blocks
+from opalgit.cli import gitdate
+from opalgit.cli.main import GIT_VERBS, cli, close_names, pager_command
+from opalgit.cli.render import blocks
+from opalgit.history.model import Normal
 from tests.conftest import git, opal
 from tests.core.test_porcelain import SESSION, grow, place
 
@@ -437,7 +437,7 @@ def test_previews_of_codex_and_gemini_sessions(project):
 
 
 def test_a_failed_command_keeps_its_exit_code_in_the_preview():
-    from opalgit import preview
+    from opalgit.history import preview
 
     out = "Chunk ID: ab12\nWall time: 0.1 seconds\nProcess exited with code 2\nOriginal token count: 9\nOutput:\nno such file\n"
     n = Normal(role="tool", blocks=[{"type": "tool_result", "call_id": "c", "output": out}])

@@ -1,4 +1,4 @@
-"""Shell completion (opalgit/completion.py), driven through the real shells.
+"""Shell completion (opalgit/cli/completion.py), driven through the real shells.
 
 bash: the completion function is called the way bash calls it (COMP_LINE, COMP_POINT,
 COMP_WORDS, COMP_CWORD set as bash sets them, with its default COMP_WORDBREAKS), as
@@ -22,8 +22,8 @@ import time
 import click
 import pytest
 
-from opalgit import completion
-from opalgit.cli import cli
+from opalgit.cli import completion
+from opalgit.cli.main import cli
 from tests.conftest import git, opal
 from tests.core.test_porcelain import grow, place
 

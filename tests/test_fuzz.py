@@ -11,10 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import adapters, codec, jsonl, porcelain
+from opalgit import agents as adapters
+from opalgit import codec, jsonl, porcelain
 from opalgit.errors import CorruptObjectError, InputError, OpalError
-from opalgit.model import StateHeader, Turn
-from opalgit.repo import Repository
+from opalgit.history import sequence
+from opalgit.history.model import StateHeader, Turn
+from opalgit.porcelain.commit import _items
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES
 from tests.core.test_porcelain import place
 
@@ -139,10 +142,10 @@ def test_a_session_that_grows_while_it_is_read(project, home):
         pass
     st = porcelain.load_state(repo, porcelain.resolve(repo, "HEAD").oid)
     assert st.header.items == len(data)
-    from opalgit.adapters.claude import ClaudeAdapter
+    from opalgit.agents.claude.read import ClaudeAdapter
 
-    whole = [it.id for it in porcelain._items(ClaudeAdapter().read(path).records)]
-    assert [si.item.id for si in porcelain.sequence.iter_items(repo.store, st.root)] == whole
+    whole = [it.id for it in _items(ClaudeAdapter().read(path).records)]
+    assert [si.item.id for si in sequence.iter_items(repo.store, st.root)] == whole
 
 
 # ------------------------------------------------------------ odd but valid JSON, commit to export

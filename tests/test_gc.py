@@ -14,10 +14,15 @@ import shutil
 
 import pytest
 
-from opalgit import cleanup, gc, oplog, porcelain, redaction, remote
+from opalgit import porcelain
 from opalgit.errors import RevisionError, UsageError
-from opalgit.refs import OPLOG_REF
-from opalgit.repo import Repository
+from opalgit.history import oplog
+from opalgit.porcelain import drop as cleanup
+from opalgit.porcelain import gc
+from opalgit.porcelain import secrets as redaction
+from opalgit.store.refs import OPLOG_REF
+from opalgit.store.repo import Repository
+from opalgit.sync import remote
 from tests.conftest import git, opal
 from tests.core.test_porcelain import SESSION, grow, place
 from tests.test_secrets import every_object_text
@@ -184,7 +189,7 @@ def _session_with_literal(home, project, lines: int | None = None) -> tuple[str,
 
 def _every_ref_holds(repo, text: str) -> dict[str, bool]:
     """Whether the state each ref under refs/opal/ (but the op log) names holds ``text``."""
-    from opalgit import sequence, states
+    from opalgit.history import sequence, states
 
     out = {}
     for name, oid in repo.refs.all().items():

@@ -20,8 +20,8 @@ import sys
 
 import pytest
 
-from opalgit import links
-from opalgit.repo import Repository
+from opalgit.store.repo import Repository
+from opalgit.sync import links
 from tests.conftest import ROOT, git, opal
 from tests.core.test_porcelain import place
 
@@ -144,7 +144,7 @@ def scenario(setup: Setup, project, home, tmp_path, *, before_commit=(), at_comm
 
 
 def _status(project):
-    from opalgit import hooks
+    from opalgit.hooks import install as hooks
 
     return hooks.status(Repository.discover(str(project)), os.environ, sys.executable)
 

@@ -14,9 +14,12 @@ import time
 
 import pytest
 
-from opalgit import hookqueue, hooks, links, porcelain
+from opalgit import porcelain
 from opalgit.errors import RevisionError, UsageError
-from opalgit.repo import Repository
+from opalgit.hooks import install as hooks
+from opalgit.hooks import queue as hookqueue
+from opalgit.store.repo import Repository
+from opalgit.sync import links
 from tests.conftest import ROOT, git
 from tests.core.test_porcelain import grow, place
 
@@ -59,7 +62,7 @@ def test_shims_in_the_hooks_folder_are_the_ones_install_writes():
     for name in hooks.HOOKS:
         path = os.path.join(ROOT, "hooks", name)
         with open(path, encoding="utf-8") as fh:
-            assert fh.read() == hooks.render_shim(name), f"hooks/{name} is stale: regenerate it from opalgit.hooks.render_shim"
+            assert fh.read() == hooks.render_shim(name), f"hooks/{name} is stale: regenerate it from opalgit.hooks.install.render_shim"
         assert os.access(path, os.X_OK)
 
 

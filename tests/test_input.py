@@ -10,7 +10,8 @@ import zipfile
 
 import pytest
 
-from opalgit import adapters, fileio, jsonl
+from opalgit import agents as adapters
+from opalgit import fileio, jsonl
 from opalgit.errors import InputError
 from tests.conftest import git, opal
 

@@ -1,6 +1,6 @@
 """Every ``--json`` output follows its schema in docs/json.md (issue 19, Part B: JSON).
 
-The schemas are data (``opalgit.jsonout.SCHEMAS``); docs/json.md is generated from
+The schemas are data (``opalgit.cli.jsonout.SCHEMAS``); docs/json.md is generated from
 them, and this test checks both ways: the doc is what the schemas render, and what
 every command prints on a real session (tests/json_scenario.py: a real Claude Code
 session file, a real git project and bare remote, the real ``opal`` in a
@@ -14,8 +14,8 @@ import os
 import click
 import pytest
 
-from opalgit import jsonout
-from opalgit.cli import cli
+from opalgit.cli import jsonout
+from opalgit.cli.main import cli
 from tests import json_scenario
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,13 +49,13 @@ def test_every_command_with_json_has_a_schema():
         # "opal branch NAME [START] --json" documents "opal branch": the words up to the first argument.
         if not any(c == path + " --json" or c.startswith(path + " ") for c in documented):
             missing.append(path)
-    assert missing == [], f"--json outputs without a schema in opalgit/jsonout.py: {missing}"
+    assert missing == [], f"--json outputs without a schema in opalgit/cli/jsonout.py: {missing}"
 
 
 def test_docs_json_md_is_generated_from_the_schemas():
     with open(os.path.join(ROOT, "docs", "json.md"), encoding="utf-8") as fh:
         doc = fh.read()
-    assert doc == jsonout.render_doc(), "docs/json.md is stale: run .venv/bin/python -m opalgit.jsonout > docs/json.md"
+    assert doc == jsonout.render_doc(), "docs/json.md is stale: run .venv/bin/python -m opalgit.cli.jsonout > docs/json.md"
 
 
 @pytest.mark.parametrize("name", sorted(jsonout.SCHEMAS))

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from opalgit.repo import Repository
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git, opal
 from tests.core.test_export import continue_export
 from tests.core.test_porcelain import place

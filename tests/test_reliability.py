@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from opalgit import fsck, porcelain
-from opalgit.repo import Repository
+from opalgit import porcelain
+from opalgit.porcelain import fsck
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git
 from tests.core.test_porcelain import place
 
@@ -118,7 +119,7 @@ def test_disk_full_while_writing_objects_changes_nothing(project, home, monkeypa
     place(home, project, source=BIG)
     import errno
 
-    from opalgit.store import GitObjectStore
+    from opalgit.store.objects import GitObjectStore
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", os.path.join(repo.common_dir, "objects"))
@@ -160,7 +161,7 @@ def test_cli_reports_disk_full_in_one_line(project, home, tmp_path):
 # in opal reads OPAL_TEST_PAUSE.
 PAUSE_HOOK = """
 import os, time
-import opalgit.refs as refs, opalgit.store as store
+import opalgit.store.refs as refs, opalgit.store as store
 def pausing(cls, name):
     if not hasattr(cls, name):
         return
@@ -179,7 +180,7 @@ pausing(store.GitObjectStore, "secure")
 if os.environ.get("OPAL_TEST_PACK_THRESHOLD"):  # packs from fewer objects: a small test
     store.PACK_THRESHOLD = int(os.environ["OPAL_TEST_PACK_THRESHOLD"])
 if os.environ.get("OPAL_TEST_WORKER_BYTES"):  # a redaction worker for a small session too
-    import opalgit.redactworker as worker
+    import opalgit.secrets.worker as worker
     worker.MIN_BYTES = int(os.environ["OPAL_TEST_WORKER_BYTES"])
 """
 

@@ -18,10 +18,12 @@ import time
 
 import pytest
 
-from opalgit import hooks, links, porcelain, remote
+from opalgit import porcelain
 from opalgit.errors import ConflictError
-from opalgit.remote import PushRejectedError, RemoteError
-from opalgit.repo import Repository
+from opalgit.hooks import install as hooks
+from opalgit.store.repo import Repository
+from opalgit.sync import links, remote
+from opalgit.sync.remote import PushRejectedError, RemoteError
 from tests.conftest import git, opal
 from tests.core.test_porcelain import grow, place
 
@@ -589,8 +591,8 @@ def test_a_worktree_of_a_bare_repository_works(tmp_path, home):
 
 
 def test_a_local_branch_named_like_a_remote_one_hides_nothing(tmp_path, home):
-    from opalgit import states
     from opalgit.errors import RevisionError
+    from opalgit.history import states
 
     bare = make_remote(tmp_path)
     a = clone(tmp_path, bare, "a")

@@ -14,9 +14,12 @@ import subprocess
 
 import pytest
 
-from opalgit import codec, exporting, porcelain, redaction, remote
-from opalgit.adapters.claude import ClaudeAdapter
-from opalgit.repo import Repository
+from opalgit import codec, porcelain
+from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.porcelain import export as exporting
+from opalgit.porcelain import secrets as redaction
+from opalgit.store.repo import Repository
+from opalgit.sync import remote
 from tests.conftest import FIXTURES, git
 from tests.core.test_porcelain import place
 
@@ -234,7 +237,7 @@ def _decoded_views(blobs: list[bytes]) -> list[str]:
 def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project, home, tmp_path, compact, worker,
                                                                   monkeypatch):
     """Issue 17: 0 of every listed kind on the remote, decoded from every object."""
-    from opalgit import redactworker
+    from opalgit.secrets import worker as redactworker
 
     if worker:  # the second process that redacts large imports (8 MB and more)
         monkeypatch.setattr(redactworker, "MIN_BYTES", 16)
@@ -260,7 +263,7 @@ def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project,
 
 
 def test_near_misses_are_left_alone():
-    from opalgit.redact import Redactor
+    from opalgit.secrets.redact import Redactor
 
     r = Redactor(key=bytes(range(32)))
     flagged = [t for t in RECALL.NEAR_MISSES if r.redact_text(t)[1]]
@@ -310,8 +313,8 @@ def test_session_titles_are_redacted_in_the_state_header(repo, project, home, tm
 
 
 def test_messages_squash_text_and_branch_names(repo, project, home):
-    from opalgit import cleanup
     from opalgit.errors import UsageError
+    from opalgit.porcelain import drop as cleanup
 
     res = porcelain.commit(repo, {"HOME": str(home)}, str(project), message=f"import, key {TITLE_SECRET}\n")
     assert TITLE_SECRET not in repo.store.read_commit(res.oid).message
@@ -343,7 +346,7 @@ def test_scan_exits_9_on_a_secret_in_clear_and_looks_at_headers(repo, project, h
 
 
 def test_purge_takes_clear_secrets_out_of_history_push_then_passes_and_undo_restores(repo, project, home, tmp_path):
-    from opalgit import cleanup
+    from opalgit.porcelain import drop as cleanup
     from tests.conftest import opal
 
     env = dict(os.environ, HOME=str(home))

@@ -1,4 +1,4 @@
-"""The command server (opalgit/server.py) and the ``opal`` program's client (opalgit/client.py).
+"""The command server (opalgit/server/daemon.py) and the ``opal`` program's client (opalgit/server/client.py).
 
 Real processes throughout: ``python -m opalgit`` as a user runs it, a real server on a
 real Unix socket in a runtime folder of each test's own. Every server a test starts is
@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from opalgit import client
-from opalgit.adapters.claude import project_key
+from opalgit.agents.claude.read import project_key
+from opalgit.server import client
 from tests.conftest import ROOT
 from tests.core.test_porcelain import SESSION
 
@@ -608,7 +608,7 @@ def test_junk_on_the_socket_does_not_stop_the_server(served, project):
 
 
 def test_the_client_imports_nothing_heavy():
-    code = ("import sys; before = set(sys.modules); import opalgit.client; "
+    code = ("import sys; before = set(sys.modules); import opalgit.server.client; "
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
             "('click', 'pygit2', 'typing', 'msgpack', 'zstandard', 'orjson', 'subprocess', 'socket')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -632,7 +632,7 @@ def test_the_opal_program_is_the_client():
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
         scripts = tomllib.load(fh)["project"]["scripts"]
-    assert scripts["opal"] == "opalgit.client:main"
+    assert scripts["opal"] == "opalgit.server.client:main"
 
 
 def test_key_follows_what_the_server_process_depends_on():
@@ -1107,7 +1107,7 @@ def test_ignored_signals_stay_ignored(served, project):
 
 
 def test_a_commands_process_takes_the_clients_path_argv_signals_and_time_zone(tmp_path):
-    # What the server's child takes from the request (opalgit.server._become), in a
+    # What the server's child takes from the request (opalgit.server.daemon._become), in a
     # process of the server's making (TZ=UTC, its own "" on the path, nothing ignored).
     code = """if 1:
         import json, os, signal, sys, time
@@ -1160,7 +1160,7 @@ def test_a_sandboxed_client_never_uses_a_server(served, project):
     served.start()
     before = served.served()
     code = ("import ctypes, sys; ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0); "
-            "sys.argv[0] = 'opal'; from opalgit.client import main; main()")
+            "sys.argv[0] = 'opal'; from opalgit.server.client import main; main()")
     r = subprocess.run([sys.executable, "-c", code, "--version"], env=served.env, capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=60, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.startswith("opal ")

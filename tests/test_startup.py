@@ -18,13 +18,13 @@ import textwrap
 import click
 import pytest
 
-from opalgit import adapters
-from opalgit.cli import COMMAND_MODULES, LAZY_COMMANDS, cli
+from opalgit import agents as adapters
+from opalgit.cli.main import COMMAND_MODULES, LAZY_COMMANDS, cli
 from opalgit.errors import UsageError
 from tests.conftest import ROOT, opal
 from tests.core.test_porcelain import grow, place
 
-HEAVY = ("pygit2", "ssl", "importlib.metadata", "opalgit.porcelain", "opalgit.adapters", "opalgit.store")
+HEAVY = ("pygit2", "ssl", "importlib.metadata", "opalgit.porcelain", "opalgit.agents", "opalgit.store")
 
 
 def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalgit", "pygit2", "ssl", "importlib.metadata"),
@@ -98,7 +98,7 @@ def test_a_noop_commit_imports_no_other_command_module_nor_package_metadata(reco
     rc, mods = loaded_after(["commit"], project, env)
     assert rc == 0
     assert "opalgit.porcelain" in mods  # it did run
-    for m in ("importlib.metadata", "opalgit.remote", "opalgit.hooks", "opalgit.links", *COMMAND_MODULES):
+    for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.hooks", "opalgit.sync.links", *COMMAND_MODULES):
         assert m not in mods, m
 
 
@@ -110,7 +110,7 @@ def test_a_small_commit_imports_no_stdlib_module_it_does_not_need(recorded, home
     rc, mods = loaded_after(["commit"], project, env, prefixes=("opalgit", "tempfile", "shutil", "secrets", "random",
                                                                 "calendar", "bz2", "lzma"), bare=True)
     assert rc == 0
-    assert "opalgit.porcelain" in mods and "opalgit.redact" in mods  # it redacted and stored the new turns
+    assert "opalgit.porcelain" in mods and "opalgit.secrets.redact" in mods  # it redacted and stored the new turns
     assert [m for m in mods if not m.startswith("opalgit")] == []
 
 
@@ -118,8 +118,8 @@ def test_the_post_commit_hook_does_not_import_remotes(recorded):
     project, env = recorded
     rc, mods = loaded_after(["hook", "post-commit"], project, env)
     assert rc == 0
-    assert "opalgit.hooks" in mods and "opalgit.cli_sync" in mods
-    for m in ("importlib.metadata", "opalgit.remote", "opalgit.cli_edit", "opalgit.cli_export", "opalgit.cli_history"):
+    assert "opalgit.hooks" in mods and "opalgit.cli.commands.sync" in mods
+    for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.cli.commands.edit", "opalgit.cli.commands.export", "opalgit.cli.commands.history"):
         assert m not in mods, m
 
 
@@ -127,8 +127,8 @@ def test_log_imports_only_its_own_command_module_and_no_adapter(recorded):
     project, env = recorded
     rc, mods = loaded_after(["log", "-n", "20"], project, env)
     assert rc == 0
-    assert [m for m in mods if m in COMMAND_MODULES] == ["opalgit.cli_history"]
-    assert not [m for m in mods if m.startswith("opalgit.adapters.") and m != "opalgit.adapters.base"], mods
+    assert [m for m in mods if m in COMMAND_MODULES] == ["opalgit.cli.commands.history"]
+    assert not [m for m in mods if m.startswith("opalgit.agents.") and m != "opalgit.agents.base"], mods
 
 
 def test_read_commands_do_not_import_pygit2(recorded):
@@ -169,7 +169,7 @@ def test_lazy_table_names_the_module_of_every_command():
 
 
 def test_command_modules_stay_attributes_of_opalgit_cli():
-    import opalgit.cli as cli_mod
+    import opalgit.cli.main as cli_mod
 
     for module in COMMAND_MODULES:
         short = module.rsplit(".", 1)[1]
@@ -205,10 +205,10 @@ def test_get_imports_only_the_adapter_asked_for():
         from opalgit import adapters
         before = set(sys.modules)
         adapters.get("codex")
-        print(sorted(m for m in set(sys.modules) - before if m.startswith(("opalgit.adapters.", "importlib.metadata"))))
+        print(sorted(m for m in set(sys.modules) - before if m.startswith(("opalgit.agents.", "importlib.metadata"))))
         """
     )
-    assert out.strip() == "['opalgit.adapters.codex']"
+    assert out.strip() == "['opalgit.agents.codex.read']"
 
 
 def _third_party(tmp_path, entries: str) -> dict:
@@ -219,7 +219,7 @@ def _third_party(tmp_path, entries: str) -> dict:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: opal-myagent\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[console_scripts]\nmyagent = x:y\n\n[opalgit.adapters]\n{entries}\n")
     (site / "opal_myagent.py").write_text(
-        "from opalgit.adapters.base import Adapter\n\n"
+        "from opalgit.agents.base import Adapter\n\n"
         "class MyAgentAdapter(Adapter):\n    name = 'myagent'\n    title = 'My Agent'\n"
     )
     return {"PYTHONPATH": os.pathsep.join([str(site), ROOT])}

@@ -1,5 +1,5 @@
 """``opal status`` speaks in turns and names the next command; a stopped merge's conflicts
-are listed by status and by merge with one renderer (opalgit/status.py, opalgit/cli.py)."""
+are listed by status and by merge with one renderer (opalgit/porcelain/status.py, opalgit/cli/main.py)."""
 
 from __future__ import annotations
 
@@ -118,8 +118,9 @@ def test_conflicts_are_listed_with_turn_numbers_and_text_by_status_and_merge_ali
 
 def test_turns_before_counts_what_iterating_counts(ready):
     """The conflict's turn numbers start from sequence.turns_before: check it at every index."""
-    from opalgit import porcelain, sequence
-    from opalgit.repo import Repository
+    from opalgit import porcelain
+    from opalgit.history import sequence
+    from opalgit.store.repo import Repository
 
     project, path = ready
     grow(path, start=30)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_remote import reserved_port
 

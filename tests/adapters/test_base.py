@@ -7,8 +7,8 @@ import calendar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opalgit.adapters import base
-from opalgit.adapters.base import parse_time
+from opalgit.agents import base
+from opalgit.agents.base import parse_time
 
 
 def test_javascript_timestamps_and_their_neighbours():

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opalgit import jsonl
-from opalgit.adapters.base import ReadResult
-from opalgit.adapters.claude import (
+from opalgit.agents.base import ReadResult
+from opalgit.agents.claude.read import (
     ClaudeAdapter,
     base36,
     java_string_hash,
@@ -24,7 +24,7 @@ from opalgit.adapters.claude import (
     project_key,
 )
 from opalgit.errors import InputError
-from opalgit.model import Turn, summarize
+from opalgit.history.model import Turn, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "claude"
@@ -460,7 +460,7 @@ def test_first_line_still_being_written(tmp_path):
 
 
 def test_registry_finds_the_adapter():
-    from opalgit import adapters
+    from opalgit import agents as adapters
 
     adapter = adapters.get("claude")
     assert isinstance(adapter, ClaudeAdapter) and adapter.title == "Claude Code"

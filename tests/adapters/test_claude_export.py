@@ -15,15 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opalgit import jsonl
-from opalgit.adapters.base import ExportRequest, ExportResult, ExportTurn
-from opalgit.adapters.claude import ClaudeAdapter, project_key
-from opalgit.adapters.claude_export import (
-    CLAUDE_VERSION,
-    DANGLING_OUTPUT,
-    DEFAULT_MODEL,
-)
+from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn
+from opalgit.agents.claude.read import ClaudeAdapter, project_key
+from opalgit.agents.claude.write import CLAUDE_VERSION, DANGLING_OUTPUT, DEFAULT_MODEL
 from opalgit.errors import UsageError
-from opalgit.model import Normal, SessionInfo, Turn
+from opalgit.history.model import Normal, SessionInfo, Turn
 from tests.clients import harness as clients
 from tests.clients.history import canonical_args, history_of
 from tests.clients.mockservers import AnthropicMock, Reply
@@ -853,7 +849,7 @@ def test_compacted_session_to_another_agent_gets_the_compacted_context_or_all():
 def test_line_separators_in_file_content_survive_a_patch():
     # U+2028/U+2029 (and form feeds) inside a file are not line breaks: Claude's Write
     # and Edit become Codex apply_patch bodies, and back, with the content unchanged.
-    from opalgit.adapters import tools
+    from opalgit.agents import tools
 
     body = "a\u2028b\u2029c\x0cd\n"
     name, patch, mapped = tools.convert_call("claude", "codex", "Write", {"file_path": "/w/f.txt", "content": body},
@@ -869,8 +865,8 @@ def test_codex_output_recorded_after_other_calls_answers_its_call():
     # agent-sessions' Codex fixture: call-1 and call-2 in one reply, call-2's output,
     # a tool search, and only then call-1's output. Claude needs both results right
     # after the reply: call-1's real output is brought forward, not synthesized.
-    from opalgit import adapters
-    from opalgit.states import normals_of
+    from opalgit import agents as adapters
+    from opalgit.history.states import normals_of
 
     path = ROOT / "tests" / "fixtures" / "codex" / "agent-sessions" / "small.jsonl"
     read = adapters.get("codex").read(str(path))
@@ -892,8 +888,8 @@ def test_side_folder_secrets_are_redacted_in_the_state():
     # records', the state holds placeholders, and the owner's export puts them back.
     import shutil
 
-    from opalgit.repo import Repository
-    from opalgit.states import load_state, resolve, side_files
+    from opalgit.history.states import load_state, resolve, side_files
+    from opalgit.store.repo import Repository
 
     rc = _corpus()
     box = rc.Sandbox()

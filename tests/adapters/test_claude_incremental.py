@@ -17,8 +17,8 @@ import sys
 
 import pytest
 
-from opalgit.adapters import claude as claude_mod
-from opalgit.adapters.claude import ClaudeAdapter
+from opalgit.agents.claude import read as claude_mod
+from opalgit.agents.claude.read import ClaudeAdapter
 from tests.conftest import FIXTURES, ROOT
 
 A = ClaudeAdapter()

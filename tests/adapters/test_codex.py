@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opalgit import codec, jsonl
-from opalgit.adapters.base import ExportRequest, ExportTurn, ReadResult
-from opalgit.adapters.claude import ClaudeAdapter
-from opalgit.adapters.codex import DANGLING_OUTPUT, CodexAdapter, codex_home, parse_time, rollout_name
+from opalgit.agents.base import ExportRequest, ExportTurn, ReadResult
+from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.agents.codex.read import DANGLING_OUTPUT, CodexAdapter, codex_home, parse_time, rollout_name
 from opalgit.errors import InputError, UsageError
-from opalgit.model import Normal, SessionInfo, Turn, summarize
+from opalgit.history.model import Normal, SessionInfo, Turn, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "codex"
@@ -586,7 +586,7 @@ def test_unresolved_codex_turn_is_refused():
 
 def test_apply_patch_end_of_file_anchor():
     # tools.parse_patch used to stop at "*** End of File", losing the hunk and every later file.
-    from opalgit.adapters.tools import parse_patch
+    from opalgit.agents.tools import parse_patch
 
     text = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End of File\n*** Add File: b.txt\n+hi\n*** End Patch\n"
     assert parse_patch(text) == [{"op": "update", "path": "a.py", "hunks": [("x = 1\n", "x = 2\n")]},

@@ -15,8 +15,8 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from opalgit.adapters import codex_state
-from opalgit.adapters.codex_threads import parent_of
+from opalgit.agents.codex import statedb as codex_state
+from opalgit.agents.codex.threads import parent_of
 from tests.conftest import FIXTURES, opal
 
 PARENT = next((Path(FIXTURES) / "codex" / "generated" / "structures" / "parallel").glob("rollout-*.jsonl"))

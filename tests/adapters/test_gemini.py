@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opalgit import codec, jsonl
-from opalgit.adapters import tools
-from opalgit.adapters.base import ExportRequest, ExportResult, ExportTurn, ReadResult
-from opalgit.adapters.claude import ClaudeAdapter
-from opalgit.adapters.gemini import GeminiAdapter, parse_time, project_hash, slugify
+from opalgit.agents import tools
+from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn, ReadResult
+from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.agents.gemini.read import GeminiAdapter, parse_time, project_hash, slugify
 from opalgit.errors import InputError
-from opalgit.model import Normal, SessionInfo, Turn, summarize
+from opalgit.history.model import Normal, SessionInfo, Turn, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "gemini"
@@ -427,7 +427,7 @@ def test_incremental_append_and_replace(tmp_path):
 def test_the_id_filter_grows_with_the_log(tmp_path):
     """The filter of message ids seen is sized to the log: with 8,192 bits for good,
     a long session's filter said "seen" of every id and no read of it extended."""
-    from opalgit.adapters import gemini as g
+    from opalgit.agents.gemini import read as g
 
     p = write(tmp_path / "long.jsonl", [header()] + [user(f"u{i}") for i in range(3000)])
     first = A.read(str(p))
@@ -549,7 +549,7 @@ def test_sniff():
 
 
 def test_registry_finds_the_adapter():
-    from opalgit import adapters
+    from opalgit import agents as adapters
 
     adapter = adapters.get("gemini")
     assert isinstance(adapter, GeminiAdapter) and adapter.title == "Gemini CLI"
@@ -1040,7 +1040,7 @@ def test_real_gemini_finds_export_in_legacy_hash_folder(tmp_path):
 
 # ------------------------------------------------------------------ streaming read
 
-from opalgit.adapters import gemini_log  # noqa: E402
+from opalgit.agents.gemini import log as gemini_log  # noqa: E402
 
 _ids = st.sampled_from(["m1", "m2", "m3", "m4", "c1", ""])
 _calls = st.lists(st.fixed_dictionaries({"id": _ids, "name": st.just("run")},
@@ -1138,7 +1138,7 @@ def test_codex_calls_without_ids_keep_their_results(name, tmp_path):
     """Real older Codex rollouts (jazzyalex/agent-sessions) pair a call and its result by
     order, with no call id: the Gemini export writes the real result into the call's
     toolCalls entry instead of orphaning it and synthesizing an error (issue 18, 9)."""
-    from opalgit.adapters.codex import CodexAdapter
+    from opalgit.agents.codex.read import CodexAdapter
 
     src = CodexAdapter().read(str(ROOT / "tests" / "fixtures" / "codex" / "agent-sessions" / name))
     turns = [ExportTurn(r.turn, r.normal) for r in src.records]
@@ -1213,7 +1213,7 @@ def test_replies_keep_their_calls_in_gemini_exports(rel, agent, groups, tmp_path
     """Real sessions to Gemini: a reply's several calls are one message with several
     toolCalls, each with its result, and a call made after earlier results (a reply of
     its own) is a message of its own, never merged into the previous one (issue 18, 9)."""
-    from opalgit.adapters import get
+    from opalgit.agents import get
 
     src = get(agent).read(str(ROOT / "tests" / "fixtures" / rel))
     turns = [ExportTurn(src.records[i].turn, src.records[i].normal) for i in src.views[0].indices]

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from opalgit.fsck import unsafe_side_name
+from opalgit.porcelain.fsck import unsafe_side_name
 from tests.conftest import FIXTURES, opal
 
 SESSION = os.path.join(FIXTURES, "claude", "agent-sessions", "subagent", "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl")

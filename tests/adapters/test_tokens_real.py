@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from opalgit import adapters
-from opalgit.compare import turn_text
-from opalgit.model import block_chars
-from opalgit.tokens import estimate, exact_counter, text_units
+from opalgit import agents as adapters
+from opalgit.history.model import block_chars
+from opalgit.history.tokens import estimate, exact_counter, text_units
+from opalgit.porcelain.diff import turn_text
 from tests.conftest import FIXTURES
 
 REAL = [

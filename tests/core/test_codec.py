@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from opalgit import codec
 from opalgit.errors import CorruptObjectError
-from opalgit.model import StateHeader, SessionInfo, Source, Turn
+from opalgit.history.model import SessionInfo, Source, StateHeader, Turn
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=40),

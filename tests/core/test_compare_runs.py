@@ -6,9 +6,11 @@ import random
 
 import pytest
 
-from opalgit import codec, compare, payloads, sequence
-from opalgit.model import Turn
-from opalgit.store import MemoryObjectStore
+from opalgit import codec
+from opalgit.history import payloads, sequence
+from opalgit.history.model import Turn
+from opalgit.porcelain import diff as compare
+from opalgit.store.objects import MemoryObjectStore
 
 
 def item(n: int) -> sequence.Item:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pygit2
 import pytest
 
-from opalgit import configfile
+from opalgit.store.gitfiles import configfile
 from tests.conftest import git
 
 VALUES = {

@@ -6,9 +6,13 @@ import os
 
 import pytest
 
-from opalgit import cleanup, compare, merging, porcelain, sequence
+from opalgit import porcelain
 from opalgit.errors import NothingToDoError, OpalError, UsageError
-from opalgit.repo import Repository
+from opalgit.history import sequence
+from opalgit.porcelain import diff as compare
+from opalgit.porcelain import drop as cleanup
+from opalgit.porcelain import merge as merging
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git
 from tests.core.test_porcelain import grow, place
 

@@ -7,9 +7,11 @@ import os
 
 import pytest
 
-from opalgit import exporting, porcelain
+from opalgit import porcelain
 from opalgit.errors import ConflictError, UsageError
-from opalgit.repo import Repository
+from opalgit.history import sequence
+from opalgit.porcelain import export as exporting
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, opal
 from tests.core.test_porcelain import place
 
@@ -96,11 +98,11 @@ def continue_export(path: str, session_id: str, turns: int = 4, seed: int = 5) -
 
 def stored_ids(repo, rev: str) -> list[bytes]:
     st = porcelain.load_state(repo, porcelain.resolve(repo, rev).oid)
-    return [si.item.id for si in porcelain.sequence.iter_items(repo.store, st.root)]
+    return [si.item.id for si in sequence.iter_items(repo.store, st.root)]
 
 
 def test_committing_a_resumed_export_stores_only_the_new_turns(repo, project, tmp_path):
-    from opalgit import fsck
+    from opalgit.porcelain import fsck
 
     env = {"HOME": str(tmp_path / "h")}
     before = porcelain.load_state(repo, porcelain.resolve(repo, "HEAD").oid)
@@ -117,7 +119,7 @@ def test_committing_a_resumed_export_stores_only_the_new_turns(repo, project, tm
     # bound on it failed in CI under a longer basetemp.)
     def leaves(rev):
         st = porcelain.load_state(repo, porcelain.resolve(repo, rev).oid)
-        return porcelain.sequence.leaves(repo.store, st.root)
+        return sequence.leaves(repo.store, st.root)
 
     old, new = leaves("HEAD~1"), leaves("HEAD")
     kept = len(old) - 1
@@ -166,7 +168,7 @@ def test_a_resumed_export_is_read_as_new_when_anything_moved(repo, project, tmp_
 
 @pytest.mark.parametrize("how", ["budget", "codex"])
 def test_exports_that_change_the_records_leave_no_checkpoint(repo, project, tmp_path, how):
-    from opalgit import checkpoints
+    from opalgit.history import checkpoints
 
     env = {"HOME": str(tmp_path / "h"), "CODEX_HOME": str(tmp_path / "c")}
     if how == "budget":

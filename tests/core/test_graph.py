@@ -2,7 +2,7 @@
 
 Two tiers: a history built with opal itself (forks, merges, several branches) read
 through the CLI, and a property over random DAGs (octopus merges, clock skew, equal
-dates, many tips) built as real git commits and drawn by :mod:`opalgit.graph`, against
+dates, many tips) built as real git commits and drawn by :mod:`opalgit.history.graph`, against
 the real git binary each time. State refs live under refs/opal/, so git is given them
 explicitly.
 """
@@ -16,9 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import cleanup, graph, merging, porcelain
-from opalgit.render import when
-from opalgit.repo import Repository
+from opalgit import porcelain
+from opalgit.cli.render import when
+from opalgit.history import graph
+from opalgit.porcelain import drop as cleanup
+from opalgit.porcelain import merge as merging
+from opalgit.store.repo import Repository
 from tests.conftest import git, opal
 from tests.core.test_editing import DEMO
 from tests.core.test_porcelain import place

@@ -13,8 +13,8 @@ import zoneinfo
 
 import pytest
 
-from opalgit import ident
 from opalgit.errors import UsageError
+from opalgit.store import ident
 from tests.conftest import git, opal
 from tests.core.test_porcelain import place
 
@@ -235,8 +235,8 @@ def test_nothing_set_signs_neutrally():
 def test_a_codex_export_lands_in_the_folder_of_the_local_date(tmp_path, name, day):
     # Codex files a rollout under the local date (and names it by the local time) at the
     # moment of the export: one hour off near midnight puts it in another day's folder.
-    from opalgit.adapters import codex_export
-    from opalgit.adapters.base import ExportRequest
+    from opalgit.agents.base import ExportRequest
+    from opalgit.agents.codex import write as codex_export
 
     instant = {"Australia/Sydney": "2026-01-01T13:30:00", "Australia/Lord_Howe": "2026-01-01T13:15:00",
                "America/New_York": "2026-07-01T04:30:00", "UTC": "2026-01-01T13:30:00"}[name]

@@ -1,10 +1,12 @@
-"""The local cache of where a state's payloads are stored (opalgit.locations)."""
+"""The local cache of where a state's payloads are stored (opalgit.history.locationcache)."""
 
 from __future__ import annotations
 
 import os
 
-from opalgit import locations, porcelain, sequence
+from opalgit import porcelain
+from opalgit.history import locationcache as locations
+from opalgit.history import sequence
 from tests.core.test_porcelain import env, grow, place, repo  # noqa: F401  (fixtures)
 
 BIG = os.path.join(os.path.dirname(__file__), "..", "fixtures", "claude", "claude-code-viewer",

@@ -15,10 +15,11 @@ import tracemalloc
 
 import pytest
 
-from opalgit import codec, jsonl, payloads, sequence
-from opalgit.model import Turn
-from opalgit.sequence import Item
-from opalgit.store import MemoryObjectStore
+from opalgit import codec, jsonl
+from opalgit.history import payloads, sequence
+from opalgit.history.model import Turn
+from opalgit.history.sequence import Item
+from opalgit.store.objects import MemoryObjectStore
 
 MB = 1 << 20
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opalgit.merge import merge3
+from opalgit.history.merge import merge3
 
 
 def ids(*names: str) -> list[bytes]:

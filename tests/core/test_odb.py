@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opalgit import odb
-from opalgit.packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TAG, OBJ_TREE
+from opalgit.store.gitfiles import odb
+from opalgit.store.gitfiles.packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TAG, OBJ_TREE
 from tests.conftest import git
 
 TYPES = {"commit": OBJ_COMMIT, "tree": OBJ_TREE, "blob": OBJ_BLOB, "tag": OBJ_TAG}

@@ -9,9 +9,10 @@ import random
 import pygit2
 import pytest
 
-from opalgit import codec, payloads
+from opalgit import codec
 from opalgit.errors import CorruptObjectError
-from opalgit.store import GitObjectStore, MemoryObjectStore
+from opalgit.history import payloads
+from opalgit.store.objects import GitObjectStore, MemoryObjectStore
 from tests.conftest import git
 
 
@@ -194,7 +195,7 @@ def test_a_cached_window_continues_the_chain_exactly_as_decoding_it(tmp_path, mo
     """The window left by the commit that wrote a pack stands in for decoding the
     chain: the next pack comes out byte for byte the same, and a damaged or torn
     cache file is not used."""
-    from opalgit import packwindows
+    from opalgit.history import windowcache as packwindows
 
     opal_dir = str(tmp_path / "opal")
     store = MemoryObjectStore()
@@ -240,7 +241,7 @@ def test_a_cached_window_continues_the_chain_exactly_as_decoding_it(tmp_path, mo
 
 
 def test_only_the_newest_windows_are_kept(tmp_path):
-    from opalgit import packwindows
+    from opalgit.history import windowcache as packwindows
 
     opal_dir = str(tmp_path)
     for i in range(packwindows.KEEP + 3):

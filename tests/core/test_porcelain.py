@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from opalgit import porcelain
-from opalgit.adapters.claude import project_key
+from opalgit.agents.claude.read import project_key
 from opalgit.errors import (
     InputError,
     NotARepositoryError,
@@ -18,7 +18,8 @@ from opalgit.errors import (
     SessionNotFoundError,
     UsageError,
 )
-from opalgit.repo import Repository
+from opalgit.porcelain.commit import _items
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git
 
 SESSION = os.path.join(FIXTURES, "claude", "claude-code-viewer", "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl")
@@ -89,16 +90,16 @@ def test_commit_is_incremental_and_a_no_op_when_nothing_is_new(repo, project, ho
     assert second.new_items == 53 - 30
     # Same result as importing the whole file at once.
     whole = porcelain.load_state(repo, second.oid)
-    records = __import__("opalgit.adapters.claude", fromlist=["x"]).ClaudeAdapter().read(path).records
-    fresh = list(porcelain._items(records))
-    stored = [si.item for si in porcelain.sequence.iter_items(repo.store, whole.root)]
+    records = __import__("opalgit.agents.claude.read", fromlist=["x"]).ClaudeAdapter().read(path).records
+    fresh = list(_items(records))
+    stored = [si.item for si in sequence.iter_items(repo.store, whole.root)]
     assert [it.id for it in stored] == [it.id for it in fresh]
     # Built again knowing where the state keeps its payloads, the leaves come out
     # the same objects (what lets a re-import or a fork share storage), except the
     # one the append extended: stored as a delta of its old self, it is rebuilt whole.
-    seq = porcelain.sequence
+    seq = sequence
     known = seq.payload_locations(repo.store, whole.root)
-    packer = __import__("opalgit.payloads", fromlist=["x"]).Packer(repo.store, known=known)
+    packer = __import__("opalgit.history.payloads", fromlist=["x"]).Packer(repo.store, known=known)
     other = seq.build(repo.store, fresh, packer)
     assert packer.packs_written == 0
     old_leaves = seq.leaves(repo.store, whole.root)
@@ -114,7 +115,9 @@ def test_commit_is_incremental_and_a_no_op_when_nothing_is_new(repo, project, ho
 
 
 def test_fsck_checks_that_a_delta_leaf_starts_with_its_base(repo, project, home, env):
-    from opalgit import codec, fsck, sequence
+    from opalgit import codec
+    from opalgit.history import sequence
+    from opalgit.porcelain import fsck
 
     path = place(home, project, lines=30)
     porcelain.commit(repo, env, str(project))
@@ -369,7 +372,7 @@ def test_show_of_a_claude_turn_reads_one_record_and_says_what_a_replay_says(repo
     # A real 1.0.95 session with a continuation copy (a repeated uuid, bookkeeping on
     # replay): showing a turn alone must give what the whole replay gives, without
     # decoding every record of the state (that made 'opal show main:N' 37 s at 100k turns).
-    from opalgit import states
+    from opalgit.history import states
 
     place(home, project, source=os.path.join(FIXTURES, "claude", "real", "vibecodingtracker", "claude_code.jsonl"))
     oid = porcelain.commit(repo, env, str(project), message="real").oid

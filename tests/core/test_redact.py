@@ -1,4 +1,4 @@
-"""Secret redaction (opalgit.redact, opalgit.secretrules) and the local vault (opalgit.vault).
+"""Secret redaction (opalgit.secrets.redact, opalgit.secrets.rules) and the local vault (opalgit.secrets.vault).
 
 The corpus in tests/fixtures/secrets/ holds realistic FAKE credentials in the
 contexts where agent sessions really meet them, and near misses that must be left
@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import jsonl, redact
+from opalgit import jsonl
 from opalgit.codec import PayloadRef
 from opalgit.errors import InputError, OpalError, UsageError
-from opalgit.redact import (
+from opalgit.secrets import redact
+from opalgit.secrets.redact import (
     PLACEHOLDER_RE,
     Finding,
     Hit,
@@ -37,8 +38,8 @@ from opalgit.redact import (
     scan_text,
     scan_value,
 )
-from opalgit.secretrules import BUILTIN_RULES
-from opalgit.vault import Vault, VaultError, default_path
+from opalgit.secrets.rules import BUILTIN_RULES
+from opalgit.secrets.vault import Vault, VaultError, default_path
 
 from ..conftest import FIXTURES, fixture_lines
 

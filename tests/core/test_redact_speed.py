@@ -1,7 +1,7 @@
 """The fast secret search finds exactly what the plain one finds.
 
-:class:`opalgit.redact.Rules` does not try every rule wherever one of its keywords
-occurs: each built-in rule declares :class:`~opalgit.secretrules.Prefilter`
+:class:`opalgit.secrets.redact.Rules` does not try every rule wherever one of its keywords
+occurs: each built-in rule declares :class:`~opalgit.secrets.rules.Prefilter`
 conditions, a few regex searches over all strings of a record say which rules can
 match in which string and where, and long strings are remembered once scanned.
 Everything here compares that against :func:`reference_find`, the search as it was
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit.redact import Redactor, Rules
-from opalgit.secretrules import BUILTIN_RULES, PLACEHOLDER_PREFIX, PLACEHOLDER_RE
+from opalgit.secrets.redact import Redactor, Rules
+from opalgit.secrets.rules import BUILTIN_RULES, PLACEHOLDER_PREFIX, PLACEHOLDER_RE
 
 from ..conftest import FIXTURES, fixture_lines
 

@@ -1,4 +1,4 @@
-"""The redaction worker of large imports (opalgit.redactworker).
+"""The redaction worker of large imports (opalgit.secrets.worker).
 
 What must hold: a commit made with the worker's verdicts is the commit made without
 them, object for object, vault entry for vault entry; whatever the worker does
@@ -26,17 +26,17 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from opalgit import jsonl, redactworker
-from opalgit.adapters.claude import ClaudeAdapter
-from opalgit.redactworker import Screen
+from opalgit import jsonl
+from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.secrets import worker as redactworker
+from opalgit.secrets.worker import Screen
 from tests.conftest import FIXTURES, ROOT, git
-
 
 # Runs one commit of --file in a repository; prints what the test compares.
 SCRIPT = r"""
 import json, os, sys
 from opalgit import porcelain, redaction, redactworker, sequence
-from opalgit.repo import Repository
+from opalgit.store.repo import Repository
 
 repo_dir, path, mode = sys.argv[1:4]
 redactworker.MIN_BYTES = 1 << 60 if mode == "off" else 0
@@ -192,8 +192,8 @@ def base(tmp_path):
     path, n = _session(tmp_path)
     ref = _repo(tmp_path, "reference")
     # Create the key first, so that every other repository can share it.
-    from opalgit import redaction
-    from opalgit.repo import Repository
+    from opalgit.porcelain import secrets as redaction
+    from opalgit.store.repo import Repository
 
     redaction.vault(Repository.discover(ref)).key()
     key = tmp_path / "key-only-vault.jsonl"
@@ -355,8 +355,8 @@ def test_verdicts_make_the_same_commit_for_every_jsonl_agent(tmp_path, agent):
             lines[i] = jsonl.dumps(value)
     Path(path).write_bytes(b"\n".join(lines) + b"\n")
     ref = _repo(tmp_path, f"{agent}-reference")
-    from opalgit import redaction
-    from opalgit.repo import Repository
+    from opalgit.porcelain import secrets as redaction
+    from opalgit.store.repo import Repository
 
     redaction.vault(Repository.discover(ref)).key()
     key = tmp_path / f"{agent}-key.jsonl"
@@ -387,7 +387,7 @@ def _judged(tmp_path: Path, lines: int, asked: int | None, monkeypatch) -> tuple
     about line ``asked`` (None: no shared page); the lines it judged, and its writes."""
     import mmap
 
-    from opalgit import redact
+    from opalgit.secrets import redact
 
     path = tmp_path / "lines.jsonl"
     path.write_bytes(b"".join(b'{"type":"note","text":"line %d of plain prose"}\n' % i for i in range(1, lines + 1)))

@@ -12,8 +12,8 @@ import pygit2
 import pytest
 
 from opalgit import porcelain
-from opalgit.refs import RefStore
-from opalgit.repo import Repository, _layout
+from opalgit.store.refs import RefStore
+from opalgit.store.repo import Repository, _layout
 from tests.conftest import git
 
 
@@ -257,7 +257,7 @@ def test_a_shared_repository_gets_the_folder_permissions_git_gives(project, home
 
 def test_the_code_head_is_read_as_git_reads_it(project, tmp_path):
     """HEAD on a branch (loose, then packed), detached, in a worktree, and unborn."""
-    from opalgit import links
+    from opalgit.sync import links
 
     project = str(project)
     porcelain.init(project)

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import codec, payloads, sequence
+from opalgit import codec
 from opalgit.errors import CorruptObjectError
-from opalgit.model import Turn
-from opalgit.store import GitObjectStore, MemoryObjectStore
-
+from opalgit.history import payloads, sequence
+from opalgit.history.model import Turn
+from opalgit.store.objects import GitObjectStore, MemoryObjectStore
 from tests.conftest import git
 
 
@@ -311,11 +311,11 @@ def test_a_build_reports_the_payload_locations_its_leaves_name(store):
 
 
 def test_fsck_reports_leaves_at_unequal_depths(tmp_path):
-    from opalgit import fsck
+    from opalgit.porcelain import fsck
 
     git("init", "-q", str(tmp_path / "p"))
     from opalgit import porcelain
-    from opalgit.repo import Repository
+    from opalgit.store.repo import Repository
 
     porcelain.init(str(tmp_path / "p"))
     repo = Repository.discover(str(tmp_path / "p"))

@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from opalgit import compare, porcelain
-from opalgit.repo import Repository
+from opalgit import porcelain
+from opalgit.porcelain import diff as compare
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, opal
 from tests.core.test_porcelain import grow, place
 
@@ -84,8 +85,8 @@ def _tool_outputs(repo) -> list[str]:
 def test_trim_never_grows_the_context_nor_counts_an_output_it_left(repo, project, home):
     """It said 'trim 4 tool outputs ... (saved ~-6)': a 242-character output became an
     excerpt of 200 plus its marker, and three outputs under 200 were 'trimmed' unchanged."""
-    from opalgit import cleanup
     from opalgit.errors import NothingToDoError, UsageError
+    from opalgit.porcelain import drop as cleanup
 
     porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
     before = _tool_outputs(repo)
@@ -182,7 +183,7 @@ def test_a_subagent_transcript_kept_by_its_parent_is_refused_naming_the_parent(r
     r = opal("commit", "--file", path, cwd=project)
     assert r.returncode == 5 and parent in r.stderr and "Traceback" not in r.stderr
     # The parent's commit stores the transcript with its side folder.
-    from opalgit.states import side_files
+    from opalgit.history.states import side_files
 
     res = porcelain.commit(repo, repo.env, str(project), file=parent, agent="claude")
     assert res.turns > 0

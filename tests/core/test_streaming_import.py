@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from opalgit import porcelain, redaction
-from opalgit.adapters.base import ReadResult, Record, View
-from opalgit.adapters.claude import ClaudeAdapter
+from opalgit import porcelain
+from opalgit.agents.base import ReadResult, Record, View
+from opalgit.agents.claude.read import ClaudeAdapter
 from opalgit.errors import InputError, NothingToDoError
-from opalgit.model import Normal, SessionInfo, Turn
-from opalgit.repo import Repository
-from opalgit.store import GitObjectStore
-from opalgit.vault import Vault
+from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.porcelain import secrets as redaction
+from opalgit.porcelain.commit import _count, _items
+from opalgit.secrets.vault import Vault
+from opalgit.store.objects import GitObjectStore
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES
 from tests.core.test_porcelain import place
 
@@ -128,7 +130,7 @@ def test_commit_aborts_without_moving_a_ref_when_pass_two_fails(repo, project, h
 
     before, ops = refs(), porcelain.op_log(repo)
     monkeypatch.setattr(ClaudeAdapter, "read", read_then_damage)
-    monkeypatch.setattr("opalgit.store.FLUSH_BYTES", 1024)  # flush early, as a big file would
+    monkeypatch.setattr("opalgit.store.objects.FLUSH_BYTES", 1024)  # flush early, as a big file would
     with pytest.raises(InputError) as err:
         porcelain.commit(repo, {"HOME": str(home)}, str(project))
     assert err.value.path == path and err.value.line is not None
@@ -161,7 +163,7 @@ def test_secrets_reach_the_vault_before_any_object_is_written(repo, project, hom
     monkeypatch.setattr(redaction, "redact_turn", redact)
     monkeypatch.setattr(Vault, "put", put)
     monkeypatch.setattr(GitObjectStore, "_backend_write", write)
-    monkeypatch.setattr("opalgit.store.FLUSH_BYTES", 1)  # every object is flushed at once
+    monkeypatch.setattr("opalgit.store.objects.FLUSH_BYTES", 1)  # every object is flushed at once
     res = porcelain.commit(repo, {"HOME": str(home)}, str(project))
     assert produced and writes_after_a_secret[0] > 1
     assert any("replaced by placeholders" in n for n in res.notes)
@@ -203,7 +205,7 @@ def test_forks_become_branches_and_their_secrets_are_kept_safe(repo, project, ho
     # Not the last-prompt: it was written on the other line, after this one was left.
     assert fork.header.turns == 4 and fork.header.items == 4 and fork.header.extra["leaf"] == "a2x"
     texts = [porcelain.turn_of(repo, si.item).record["message"]["content"]
-             for si in porcelain.sequence.iter_items(repo.store, fork.root)
+             for si in sequence.iter_items(repo.store, fork.root)
              if porcelain.turn_of(repo, si.item).record.get("type") == "user"]
     assert texts[0] == "start" and "AKIAER4UISCXD5M2LJG2" not in texts[1] and "aws_access_key_id" in texts[1]
     with pytest.raises(NothingToDoError):  # both lines built again give the same roots
@@ -214,7 +216,7 @@ def _expected_items(repo, path, indices):
     """The items a whole build of these records gives: read, redacted, encoded."""
     res, r = A.read(path), redaction.redactor(repo)
     recs = [Record(redaction.redact_turn(rec.turn, r)[0], rec.normal, rec.line) for rec in res.iter_records(indices)]
-    return list(porcelain._items(recs))
+    return list(_items(recs))
 
 
 def test_a_fork_reuses_the_main_line_and_counts_like_a_whole_build(repo, project, home, tmp_path):
@@ -243,8 +245,8 @@ def test_a_fork_reuses_the_main_line_and_counts_like_a_whole_build(repo, project
     for branch, view in (("main", views[0]), ("main-fork-f0000000", views[1])):
         st = porcelain.load_state(repo, porcelain.branch_head(repo, branch))
         want = _expected_items(repo, path, view.indices)
-        assert [si.item.id for si in porcelain.sequence.iter_items(repo.store, st.root)] == [it.id for it in want]
-        assert (st.header.items, st.header.turns, st.header.chars) == (len(want), *porcelain._count(want))
+        assert [si.item.id for si in sequence.iter_items(repo.store, st.root)] == [it.id for it in want]
+        assert (st.header.items, st.header.turns, st.header.chars) == (len(want), *_count(want))
     with pytest.raises(NothingToDoError):
         porcelain.commit(repo, {"HOME": str(home)}, str(project))
 
@@ -259,8 +261,8 @@ def test_incremental_commit_streams_the_new_records(repo, project, home):
     second = porcelain.commit(repo, env, str(project))
     assert second.incremental and second.new_items == len(data) - 40
     st = porcelain.load_state(repo, second.oid)
-    stored = [si.item.id for si in porcelain.sequence.iter_items(repo.store, st.root)]
-    fresh = [it.id for it in porcelain._items(A.read(path).records)]
+    stored = [si.item.id for si in sequence.iter_items(repo.store, st.root)]
+    fresh = [it.id for it in _items(A.read(path).records)]
     assert stored == fresh
 
 
@@ -294,7 +296,7 @@ def test_commit_holds_one_record_at_a_time(repo, project, home, monkeypatch):
     import weakref
 
     place(home, project, source=GENERATED)
-    from opalgit.adapters.base import LineIndex
+    from opalgit.agents.base import LineIndex
 
     real = LineIndex.records
     live = [0, 0, 0]  # alive now, most alive at once, produced
@@ -324,8 +326,9 @@ def test_every_agent_streams_a_growing_session_into_commits(repo, project, home,
     import weakref
 
     from bench import generate
-    from opalgit import adapters, exporting
-    from opalgit.adapters.base import LineIndex
+    from opalgit import agents as adapters
+    from opalgit.agents.base import LineIndex
+    from opalgit.porcelain import export as exporting
 
     st = generate.generate(agent, str(tmp_path / f"session-{agent}.jsonl"), size=300_000, seed=7)
     lines = Path(st.path).read_bytes().splitlines(keepends=True)
@@ -374,8 +377,8 @@ def test_a_gemini_log_committed_line_by_line_is_the_log_committed_whole(project,
     import subprocess
 
     from bench import generate
-    from opalgit import sequence
-    from opalgit.states import branch_head, load_state
+    from opalgit.history import sequence
+    from opalgit.history.states import branch_head, load_state
 
     st = generate.generate("gemini", str(tmp_path / "session.jsonl"), size=150_000, seed=seed)
     lines = Path(st.path).read_bytes().splitlines(keepends=True)
@@ -405,7 +408,7 @@ def test_a_gemini_log_committed_line_by_line_is_the_log_committed_whole(project,
         return items, (state.header.items, state.header.turns, state.header.chars)
 
     assert recorded(grow) == recorded(whole)
-    from opalgit import fsck
+    from opalgit.porcelain import fsck
     from tests.conftest import git
 
     assert fsck.fsck(grow).ok  # the leaves rewritten in place keep every invariant

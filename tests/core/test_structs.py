@@ -176,8 +176,8 @@ def test_the_dataclass_helpers_still_work():
 
 
 def test_opal_classes_pickle_and_compare_as_before():
-    from opalgit.redact import Finding
-    from opalgit.store import Signature
+    from opalgit.secrets.redact import Finding
+    from opalgit.store.objects import Signature
 
     f = Finding("github-token", "opal-secret:github-token:0123456789ab", "ghp_x")
     assert "ghp_x" not in repr(f)

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from opalgit import adapters
-from opalgit.compare import turn_text
-from opalgit.model import block_chars
-from opalgit.tokens import estimate, exact_counter, human
+from opalgit import agents as adapters
+from opalgit.history.model import block_chars
+from opalgit.history.tokens import estimate, exact_counter, human
+from opalgit.porcelain.diff import turn_text
 from tests.conftest import FIXTURES
 
 

@@ -11,11 +11,12 @@ import os
 
 import pytest
 
-from opalgit import checkpoints, oplog, porcelain
-from opalgit.repo import Repository
+from opalgit import porcelain
+from opalgit.agents.claude.read import project_key
+from opalgit.history import checkpoints, oplog
+from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git, opal
 from tests.core.test_export import continue_export
-from opalgit.adapters.claude import project_key
 from tests.core.test_porcelain import grow, place
 
 # A real Claude Code session (vibecodingtracker's fixture): 84 turns, 87 records.

@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from opalgit import cli, fsck, porcelain
-from opalgit.repo import Repository
-from opalgit.states import authored_item
+from opalgit import porcelain
+from opalgit.cli import main as cli
+from opalgit.history.states import authored_item
+from opalgit.porcelain import fsck
+from opalgit.store.repo import Repository
 from tests.workflows.sessions import Agent, Session, read_views
 
 # Bugs of issue 19 Part A that other branches fix; True while the fix is not merged
@@ -569,7 +571,7 @@ class Workflows(RuleBasedStateMachine):
         """``opal merge OTHER``; conflicts resolved each way (or the merge aborted), and
         a merge that would leave out turns of this branch forced or not."""
         STATS["rule merge"] += 1
-        from opalgit import merging
+        from opalgit.porcelain import merge as merging
 
         other = data.draw(st.sampled_from(sorted(k for k in self.m.branches if k != self.m.current)), label="other")
         ours, theirs = self.cur, self.m.branches[other]
@@ -712,7 +714,7 @@ class Workflows(RuleBasedStateMachine):
         assert code == 0, err
         res = json.loads(out)
         path = res["files"][0]
-        from opalgit import checkpoints
+        from opalgit.history import checkpoints
 
         cp = checkpoints.load(self.repo().opal_dir, agent, path)
         assert cp is not None and cp.state == b.oid, "a same-agent export left no checkpoint"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from opalgit import cleanup, exporting, porcelain
+from opalgit import porcelain
 from opalgit.errors import NothingToDoError
-from opalgit.repo import Repository
+from opalgit.porcelain import drop as cleanup
+from opalgit.porcelain import export as exporting
+from opalgit.store.repo import Repository
 from tests.conftest import git
 from tests.workflows.sessions import CLAUDE_SOURCES, Agent, read_views
 

@@ -1,0 +1,1 @@
+"""Sharing state through git remotes: push, fetch, pull, and links to code commits."""
