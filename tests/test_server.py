@@ -398,7 +398,7 @@ def _servers_at(path: str) -> list[int]:
             args = open(cmdline, "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"from opalgit.server import main" in b" ".join(args) and path.encode() in args:
+        if b"from opalgit.server.daemon import main" in b" ".join(args) and path.encode() in args:
             pid = int(cmdline.split("/")[2])
             if _alive(pid):
                 out.append(pid)
@@ -620,7 +620,7 @@ def test_the_server_keeps_nothing_a_command_works_out_from_its_environment():
     # What the server loads is shared by every command; what a command derives from its
     # environment or the installed packages (the temporary folder, the adapters found
     # through package metadata) must be worked out in the command's own process.
-    code = ("from opalgit import server; server._preload(); import tempfile; from opalgit import adapters; "
+    code = ("from opalgit.server import daemon as server; server._preload(); import tempfile; from opalgit import agents as adapters; "
             "print(tempfile.tempdir, adapters._cache)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -645,7 +645,7 @@ def test_key_follows_what_the_server_process_depends_on():
 
 
 def test_key_follows_the_interpreters_options():
-    code = "from opalgit import client; print(client.server_key({'HOME': '/h'}))"
+    code = "from opalgit.server import client; print(client.server_key({'HOME': '/h'}))"
     keys = [subprocess.run([sys.executable, *opts, "-c", code], capture_output=True, text=True, cwd=ROOT,
                            check=True).stdout for opts in ([], ["-O"], ["-X", "dev"])]
     assert len(set(keys)) == 3
@@ -655,7 +655,7 @@ def test_a_server_runs_with_the_clients_options(served, project):
     r = subprocess.run([sys.executable, "-O", "-m", "opalgit", "--version"], env={**served.env, **AUTO}, capture_output=True,
                        text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert r.returncode == 0
-    code = ("import sys, time; from opalgit import client; k = client.server_key(dict(__import__('os').environ)); "
+    code = ("import sys, time; from opalgit.server import client; k = client.server_key(dict(__import__('os').environ)); "
             "p = client.socket_path(__import__('os').environ, k); t = time.monotonic() + 15\n"
             "while client.server_info(p, k) is None and time.monotonic() < t: time.sleep(0.05)\n"
             "print(client.server_info(p, k)['pid'])")
@@ -919,7 +919,7 @@ def test_a_server_that_wakes_up_late_runs_nothing(served, project):
     path = client.socket_path(served.env, client.server_key(served.env))
     # A request in the stopped server's queue, from a client that then goes away
     # (as one that gave up waiting does).
-    code = ("import os, sys; from opalgit import client; p, k = sys.argv[1], client.server_key(os.environ); "
+    code = ("import os, sys; from opalgit.server import client; p, k = sys.argv[1], client.server_key(os.environ); "
             "s, _ = client.connect(p); client.send_message(s, client._request(k, ['init'])); s.close()")
     try:
         subprocess.run([sys.executable, "-c", code, path], env=served.env, cwd=project, check=True, timeout=60,
@@ -1111,7 +1111,7 @@ def test_a_commands_process_takes_the_clients_path_argv_signals_and_time_zone(tm
     # process of the server's making (TZ=UTC, its own "" on the path, nothing ignored).
     code = """if 1:
         import json, os, signal, sys, time
-        from opalgit import server
+        from opalgit.server import daemon as server
         req = {"cwd": sys.argv[1], "umask": 0o027, "env": {"TZ": "Australia/Sydney", "PATH": os.environ["PATH"]},
                "streams": [["utf-8", "strict"]] * 3, "argv0": "opal", "args": ["status"],
                "orig_argv": ["python3", "-m", "opalgit", "status"], "path": ["/client/first", *sys.path[1:]],
@@ -1134,7 +1134,7 @@ def test_a_commands_process_takes_the_clients_path_argv_signals_and_time_zone(tm
 
 
 def test_the_key_follows_what_a_forked_process_inherits():
-    code = "from opalgit import client; print(repr(client.server_key({'HOME': '/h'})))"
+    code = "from opalgit.server import client; print(repr(client.server_key({'HOME': '/h'})))"
 
     def key(*prefix: str, preexec=None) -> str:
         return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
@@ -1171,7 +1171,7 @@ def test_the_server_keeps_nothing_a_command_works_out_from_its_time_zone_or_fold
     # Every module's simple values after the server's preload are the same whatever
     # the environment variables outside the key: nothing is worked out at import from
     # TZ, the temporary folder, the agents' folders, PATH or opal's own settings.
-    code = ("import json, re, sys; from opalgit import server; server._preload(); out = {}\n"
+    code = ("import json, re, sys; from opalgit.server import daemon as server; server._preload(); out = {}\n"
             "for name, mod in sorted(sys.modules.items()):\n"
             "    if not name.startswith('opalgit'): continue\n"
             "    for k, v in vars(mod).items():\n"

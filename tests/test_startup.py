@@ -24,7 +24,7 @@ from opalgit.errors import UsageError
 from tests.conftest import ROOT, opal
 from tests.core.test_porcelain import grow, place
 
-HEAVY = ("pygit2", "ssl", "importlib.metadata", "opalgit.porcelain", "opalgit.agents", "opalgit.store")
+HEAVY = ("pygit2", "ssl", "importlib.metadata", "opalgit.porcelain", "opalgit.agents", "opalgit.store.objects")
 
 
 def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalgit", "pygit2", "ssl", "importlib.metadata"),
@@ -39,7 +39,7 @@ def loaded_after(args: list[str], cwd, env: dict | None = None, prefixes=("opalg
         import sys
         before = set(sys.modules)
         import contextlib, io, json
-        from opalgit.cli import main
+        from opalgit.cli.main import main
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             rc = main({args!r})
         print(json.dumps([rc, sorted(m for m in set(sys.modules) - before if m.startswith({prefixes!r}))]))
@@ -159,7 +159,7 @@ def test_lazy_table_names_the_module_of_every_command():
     assert not cli._lazy
     for name, cmd in commands.items():
         assert cmd.callback is not None
-        assert cmd.callback.__module__ == LAZY_COMMANDS.get(name, "opalgit.cli"), name
+        assert cmd.callback.__module__ == LAZY_COMMANDS.get(name, "opalgit.cli.main"), name
     assert set(LAZY_COMMANDS) <= set(commands)
     assert set(LAZY_COMMANDS.values()) == set(COMMAND_MODULES)
     ctx = click.Context(cli)
@@ -202,13 +202,13 @@ def test_get_imports_only_the_adapter_asked_for():
     out = run_python(
         """
         import sys
-        from opalgit import adapters
+        from opalgit import agents as adapters
         before = set(sys.modules)
         adapters.get("codex")
         print(sorted(m for m in set(sys.modules) - before if m.startswith(("opalgit.agents.", "importlib.metadata"))))
         """
     )
-    assert out.strip() == "['opalgit.agents.codex.read']"
+    assert out.strip() == "['opalgit.agents.codex', 'opalgit.agents.codex.read']"
 
 
 def _third_party(tmp_path, entries: str) -> dict:
@@ -230,7 +230,7 @@ def test_a_third_party_adapter_is_found_through_its_entry_point(tmp_path):
     out = run_python(
         """
         import json
-        from opalgit import adapters
+        from opalgit import agents as adapters
         print(json.dumps([adapters._only_builtins(), adapters.names(), type(adapters.get("myagent")).__name__,
                           sorted(adapters.all_adapters())]))
         """,
@@ -246,7 +246,7 @@ def test_an_entry_point_overrides_a_builtin_name_as_before(tmp_path):
     env = _third_party(tmp_path, "claude = opal_myagent:MyAgentAdapter")
     out = run_python(
         """
-        from opalgit import adapters
+        from opalgit import agents as adapters
         print(type(adapters.get("claude")).__name__, type(adapters.all_adapters()["claude"]).__name__)
         """,
         env,
@@ -261,7 +261,7 @@ def test_entry_points_that_repeat_the_builtins_need_no_metadata(tmp_path):
         """
         import sys
         before = "importlib.metadata" in sys.modules
-        from opalgit import adapters
+        from opalgit import agents as adapters
         print(adapters._only_builtins(), adapters.names(), not before and "importlib.metadata" in sys.modules)
         """,
         env,
@@ -297,7 +297,7 @@ def test_the_program_exits_with_the_command_code_and_all_its_output(recorded, tm
             time.sleep(0.2)
             open({str(marker)!r}, "w").write("done")
         threading.Thread(target=late).start()
-        from opalgit.cli import run
+        from opalgit.cli.main import run
         run()
     """
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True)
@@ -317,7 +317,8 @@ def test_the_default_path_looks_for_no_command_server(tmp_path):
     code = """
         import sys
         sys.argv = ["opal", "--version"]
-        from opalgit import client, serverkey
+        from opalgit.server import client
+        from opalgit.server import key as serverkey
         try:
             client.main()
         except SystemExit:

@@ -777,7 +777,8 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     # The command modules are imported lazily (see LAZY_COMMANDS); as attributes of
     # this module (opalgit.cli.main.cli_sync) they are imported on first access.
-    if f"opalgit.{name}" in COMMAND_MODULES:
-        return importlib.import_module(f"opalgit.{name}")
+    for module in COMMAND_MODULES:
+        if module.rsplit(".", 1)[1] == name.removeprefix("cli_"):
+            return importlib.import_module(module)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

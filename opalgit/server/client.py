@@ -637,7 +637,7 @@ def spawn(path: str, key: str, idle: float | None = None):  # -> subprocess.Pope
     # -c with this package's parent first on sys.path: the server imports this very
     # copy of opalgit, whether it is installed or run from a source tree.
     code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-            "from opalgit.server import main; main(sys.argv[1:])")
+            "from opalgit.server.daemon import main; main(sys.argv[1:])")
     # The key goes in the environment, which only this user can read, not in the
     # arguments that every user's `ps` shows (it may hold a GIT_CONFIG_VALUE_n).
     env = dict(os.environ, OPAL_SERVER_KEY=key)
@@ -759,4 +759,4 @@ def our_server(pid: int, path: str) -> bool:
         return False
     if any(int(u) != os.getuid() for u in uids):
         return False
-    return any(b"from opalgit.server import main" in a for a in args) and os.fsencode(path) in args
+    return any(b"from opalgit.server.daemon import main" in a for a in args) and os.fsencode(path) in args

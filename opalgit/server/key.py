@@ -27,7 +27,8 @@ KEY_PREFIXES = ("PYTHON", "LC_", "GIT_CONFIG")
 
 
 def package_dir() -> str:
-    return os.path.dirname(os.path.abspath(__file__))
+    """The opalgit package's folder (this module is in its server/ subpackage)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def server_key(env: "os._Environ[str] | dict[str, str]", package: str | None = None) -> str:
