@@ -21,6 +21,7 @@ from opalgit.agents.claude.read import ClaudeAdapter
 from opalgit.errors import InputError, NothingToDoError
 from opalgit.history.model import Normal, SessionInfo, Turn
 from opalgit.porcelain import secrets as redaction
+from opalgit.history import sequence
 from opalgit.porcelain.commit import _count, _items
 from opalgit.secrets.vault import Vault
 from opalgit.store.objects import GitObjectStore
