@@ -141,7 +141,7 @@ def test_cli_reports_disk_full_in_one_line(project, home, tmp_path):
     place(home, project, source=BIG)
     hook = tmp_path / "sitecustomize.py"
     hook.write_text(
-        "import errno, opalgit.store as s\n"
+        "import errno, opalgit.store.objects as s\n"
         "def full(*a, **k):\n"
         "    raise OSError(errno.ENOSPC, 'No space left on device', 'objects')\n"
         "s.GitObjectStore._write = full\n"
@@ -161,7 +161,7 @@ def test_cli_reports_disk_full_in_one_line(project, home, tmp_path):
 # in opal reads OPAL_TEST_PAUSE.
 PAUSE_HOOK = """
 import os, time
-import opalgit.store.refs as refs, opalgit.store as store
+import opalgit.store.refs as refs, opalgit.store.objects as store
 def pausing(cls, name):
     if not hasattr(cls, name):
         return

@@ -82,7 +82,7 @@ def recorded(project, home):
 
 
 def test_import_opalgit_does_not_import_pygit2():
-    out = run_python("import sys, opalgit; print(sorted(m for m in ('pygit2', 'opalgit.store') if m in sys.modules))")
+    out = run_python("import sys, opalgit; print(sorted(m for m in ('pygit2', 'opalgit.store.objects') if m in sys.modules))")
     assert out.strip() == "[]"
 
 
@@ -98,7 +98,7 @@ def test_a_noop_commit_imports_no_other_command_module_nor_package_metadata(reco
     rc, mods = loaded_after(["commit"], project, env)
     assert rc == 0
     assert "opalgit.porcelain" in mods  # it did run
-    for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.hooks", "opalgit.sync.links", *COMMAND_MODULES):
+    for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.hooks.install", "opalgit.sync.links", *COMMAND_MODULES):
         assert m not in mods, m
 
 
@@ -118,7 +118,7 @@ def test_the_post_commit_hook_does_not_import_remotes(recorded):
     project, env = recorded
     rc, mods = loaded_after(["hook", "post-commit"], project, env)
     assert rc == 0
-    assert "opalgit.hooks" in mods and "opalgit.cli.commands.sync" in mods
+    assert "opalgit.hooks.install" in mods and "opalgit.cli.commands.sync" in mods
     for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.cli.commands.edit", "opalgit.cli.commands.export", "opalgit.cli.commands.history"):
         assert m not in mods, m
 
