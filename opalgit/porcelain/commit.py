@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from opalgit import agents as adapters
 from opalgit.agents.base import ReadResult, Record, SessionFile, begins_with, tail_hash
-from opalgit.cli.jsonout import iso_ms, iso_seconds
 from opalgit.errors import InputError, NothingToDoError, OpalError, RevisionError, SessionNotFoundError, UsageError
 from opalgit.history import oplog, sequence
 from opalgit.history.model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
@@ -27,6 +26,7 @@ from opalgit.store.objects import CommitData
 from opalgit.store.refs import branch_ref, check_branch_name
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
+from opalgit.times import iso_ms, iso_seconds
 
 if TYPE_CHECKING:
     from opalgit.secrets.redact import Redactor
