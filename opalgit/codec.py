@@ -368,6 +368,20 @@ def payload_refs(value: Any) -> Iterable[bytes]:
             stack.extend(v)
 
 
+def pack_native(value: Any) -> bytes:
+    """msgpack as the library writes a value it carries natively, without opal's
+    extension types: raises TypeError, ValueError or OverflowError on anything else
+    (an integer past 64 bits, a :class:`~opalgit.jsonl.BigInteger`, a lone surrogate).
+    For bytes that never become an object: the question whether a value is storable
+    as it is (:func:`opalgit.jsonl.exact`), and the redaction worker's pipe."""
+    return msgpack.packb(value)
+
+
+def unpack_native(data: bytes) -> Any:
+    """The value :func:`pack_native` packed."""
+    return msgpack.unpackb(data, strict_map_key=False)
+
+
 def pack_plain(value: Any) -> bytes:
     """msgpack for small internal structures whose order is fixed by construction."""
     return msgpack.packb(value, use_bin_type=True, default=_default)

@@ -15,9 +15,7 @@ import sys
 from functools import partial
 from typing import IO, Any, Iterator
 
-import msgpack as _msgpack
-
-from opalgit import progress
+from opalgit import codec, progress
 from opalgit.errors import InputError
 from opalgit.fileio import MAX_PIECE
 from opalgit.structs import dataclass
@@ -65,7 +63,7 @@ def _holds_float(value: Any, size: int = 0) -> bool:
                 stack.extend(v)
         return False
     try:
-        return _FLOAT64 in _msgpack.packb(value)
+        return _FLOAT64 in codec.pack_native(value)
     except (TypeError, ValueError, OverflowError):  # not msgpack's to carry: assume it may
         return True
 
@@ -163,7 +161,7 @@ def exact(value: Any, raw: bytes) -> bool:
         out, big = _stdlib_render(value)
         if big or out != raw:
             return False
-        _msgpack.packb(value)  # the slow path only: what orjson refused
+        codec.pack_native(value)  # the slow path only: what orjson refused
         return True
     except (ValueError, TypeError, UnicodeEncodeError, OverflowError):
         return False

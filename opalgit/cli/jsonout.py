@@ -10,34 +10,21 @@ Every time is a string in ISO 8601, UTC, with a ``Z``: ``2026-12-01T23:45:07Z``,
 ``2026-12-01T23:45:07.071Z`` where the source has milliseconds (turn times, the op
 log); ``null`` where it is not known. Ids are full 40-hex object ids.
 
-No imports beyond the standard library: the porcelain formats its times with
-:func:`iso_seconds` / :func:`iso_ms`, the CLI wraps outputs with :func:`envelope`.
+No imports beyond the standard library and :mod:`opalgit.times`, where the porcelain
+takes its time formats from (:func:`iso_seconds` / :func:`iso_ms`, named here too);
+the CLI wraps outputs with :func:`envelope`.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
+
+from opalgit.times import iso_ms, iso_seconds  # noqa: F401 (the CLI takes them from here)
 
 #: The schema version of every --json output. Raised when a field is removed or
 #: changes meaning; adding a field keeps it.
 VERSION = 1
-
-
-def iso_seconds(seconds: float | int | None) -> str | None:
-    """``2026-12-01T23:45:07Z`` (a time with no meaningful milliseconds)."""
-    if seconds is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(seconds)))
-
-
-def iso_ms(ms: float | int | None) -> str | None:
-    """``2026-12-01T23:45:07.071Z`` from milliseconds since the epoch."""
-    if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)):
-        return None
-    whole, frac = divmod(int(ms), 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{frac:03d}Z"
 
 
 def envelope(value: dict) -> dict:

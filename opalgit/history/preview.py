@@ -1,4 +1,6 @@
-"""One-line previews of a turn, for ``opal diff`` and ``opal log --turns``.
+"""One-line previews of a turn, for ``opal diff`` and ``opal log --turns``. Pure: the
+preview of a stored record, which needs its agent's adapter, is
+:func:`opalgit.porcelain.states.of_item`.
 
 A prompt or a reply shows its first words; a tool call its tool and what it acts on
 (the command it runs, the path it reads or writes, the pattern it searches), not the
@@ -95,14 +97,3 @@ def text(normal: Normal, width: int = 72) -> str:
     line = " ".join(str(line).split())
     return line if len(line) <= width else line[: width - 3] + "..."
 
-
-def of_item(repo, item, width: int = 72) -> str:
-    """The preview of a stored record. One that cannot be read says so in its place
-    ('opal fsck' names the cause): a listing goes on past it."""
-    from opalgit.errors import OpalError
-    from opalgit.history.states import normal_of
-
-    try:
-        return text(normal_of(repo, item), width)
-    except (OpalError, ValueError, KeyError, TypeError) as exc:
-        return f"(cannot read this record: {type(exc).__name__}; see 'opal fsck')"

@@ -145,12 +145,10 @@ def select(repo: "Repository", texts: Iterable[str]) -> tuple[list[bytes], set[b
 
 def merge_base(repo: "Repository", a: str, b: str) -> bytes:
     """The merge base ``git diff A...B`` compares from (git's first one when there are several)."""
-    import pygit2
-
     from opalgit.history.states import resolve
 
     ra, rb = resolve(repo, a), resolve(repo, b)
-    base = repo.git.merge_base(pygit2.Oid(raw=ra.oid), pygit2.Oid(raw=rb.oid))
+    base = repo.merge_base(ra.oid, rb.oid)
     if base is None:
         raise RevisionError(f"{a} and {b} have no commit in common", hint=f"compare them directly: 'opal diff {a} {b}'")
-    return bytes(base.raw)
+    return base

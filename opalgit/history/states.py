@@ -1,13 +1,18 @@
 """States and revisions: reading state commits, resolving ``main~2`` / ``HEAD:12``, and
 turning records into stored items. The base of the porcelain layer: every command
 module builds on these helpers (``porcelain`` re-exports them).
+
+Two things a state needs come from the layers above, and are passed in: the
+adapter that gives a record its normalized view (:func:`normals_of` and
+:func:`normal_of` take the registry's ``get``), and the redaction of what a state
+commit records as text (:func:`write_state` takes it). :mod:`opalgit.porcelain.states`
+binds both, so the porcelain writes and reads states one way.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Protocol
 
-from opalgit import agents as adapters
 from opalgit import codec
 from opalgit.errors import RevisionError
 from opalgit.history import oplog, payloads, sequence
@@ -26,6 +31,19 @@ TURNS_TREE = "turns"
 PACKS_TREE = "packs"
 #: The session's side folders (ReadResult.side), as a tree of blobs. Optional.
 SIDE_TREE = "side"
+
+
+class Normalizer(Protocol):
+    """What the views of records need of an agent's adapter (:class:`opalgit.agents.base.Adapter`)."""
+
+    def normalize(self, turn: Turn) -> Normal: ...
+
+    def normalize_many(self, turns: list[Turn]) -> list[Normal]: ...
+
+
+#: What :func:`write_state` asks to redact a state commit's text with: the header and
+#: message in, the ones to store out (the originals put in the vault first).
+Redact = Callable[[Repository, StateHeader, str], tuple[StateHeader, str]]
 
 
 # ================================================================== reading states
@@ -101,17 +119,18 @@ def write_state(
     parents: list[bytes],
     message: str,
     *,
+    redact: Redact,
     packs: bytes | None = None,
     side: Mapping[str, bytes] | None = None,
 ) -> bytes:
     """Write a state commit. ``packs`` is the tip of the payload pack chain and
     ``side`` the session's side-folder files; by default the first parent's are
-    carried forward."""
+    carried forward. ``redact`` is given the header and message first: titles, the
+    adapter's resume state and the message enter the object too. It is not optional,
+    so that no caller can store them unredacted by forgetting it
+    (:func:`opalgit.porcelain.states.write_state` passes the porcelain's)."""
     store = repo.store
-    from opalgit.porcelain import secrets as redaction  # (its rules cost start-up time: loaded when a state is written)
-
-    # Titles, the adapter's resume state and the message enter the object too.
-    header, message = redaction.redact_header(repo, header, message)
+    header, message = redact(repo, header, message)
     first = load_state(repo, parents[0]) if parents and (packs is None or side is None) else None
     if packs is None and first is not None:
         packs = first.packs
@@ -172,34 +191,28 @@ def turn_of(repo: Repository, item: Item, *, resolve: bool = True) -> Turn:
     return turn.resolve(load_payload(repo, item)) if resolve else turn
 
 
-def normals_of(turns: list[Turn]) -> list[Normal]:
-    """Normalized views of a sequence of resolved turns, replayed per agent."""
+def normals_of(turns: list[Turn], adapter: Callable[[str], Normalizer]) -> list[Normal]:
+    """Normalized views of a sequence of resolved turns, replayed per agent
+    (``adapter``: an agent's name to its adapter, the registry's ``get``)."""
     out: list[Normal | None] = [None] * len(turns)
     for t_i, t in enumerate(turns):
         if t.agent == "opal":
             out[t_i] = Normal(role=t.role or "meta", blocks=list(t.blocks or ()))
     for agent in sorted({t.agent for t in turns if t.agent != "opal"}):
-        ad = adapters.get(agent)
+        ad = adapter(agent)
         idx = [i for i, t in enumerate(turns) if t.agent == agent]
         for i, n in zip(idx, ad.normalize_many([turns[i] for i in idx])):
             out[i] = n
     return [n for n in out if n is not None]
 
 
-def _replays(agent: str) -> bool:
-    from opalgit.agents.base import Adapter
-
-    kind = type(adapters.get(agent))
-    if kind.replays is not None:
-        return kind.replays
-    return kind.normalize_many is not Adapter.normalize_many
-
-
-def normal_of(repo: Repository, item: Item) -> Normal:
+def normal_of(repo: Repository, item: Item, adapter: Callable[[str], Normalizer]) -> Normal:
+    """The normalized view of one stored record, by its agent's adapter alone (see
+    :func:`opalgit.porcelain.states.replays` for when that is not the replay's view)."""
     turn = turn_of(repo, item)
     if turn.agent == "opal":
         return Normal(role=turn.role or "meta", blocks=list(turn.blocks or ()))
-    return adapters.get(turn.agent).normalize(turn)
+    return adapter(turn.agent).normalize(turn)
 
 
 # ================================================================== revisions

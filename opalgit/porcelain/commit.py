@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from opalgit import agents as adapters
 from opalgit.agents.base import ReadResult, Record, SessionFile, begins_with, tail_hash
-from opalgit.cli.jsonout import iso_ms, iso_seconds
 from opalgit.errors import InputError, NothingToDoError, OpalError, RevisionError, SessionNotFoundError, UsageError
 from opalgit.history import oplog, sequence
 from opalgit.history.model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
@@ -27,6 +26,7 @@ from opalgit.store.objects import CommitData
 from opalgit.store.refs import branch_ref, check_branch_name
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
+from opalgit.times import iso_ms, iso_seconds
 
 if TYPE_CHECKING:
     from opalgit.secrets.redact import Redactor
@@ -38,7 +38,6 @@ from opalgit.history.states import (
     State,
     _count,
     _items,
-    _replays,
     _short,
     authored_item,
     branch_head,
@@ -46,14 +45,13 @@ from opalgit.history.states import (
     current_branch,
     load_payload,
     load_state,
-    normal_of,
-    normals_of,
     packer_for,
     resolve,
     turn_item_index,
     turn_of,
-    write_state,
 )
+from opalgit.porcelain.states import normal_of, normals_of, write_state
+from opalgit.porcelain.states import replays as _replays
 
 # ================================================================== init
 
@@ -292,7 +290,7 @@ def _detached_refusal(repo: Repository, branch: str, state: "State", agent: str,
     how = state.header.extra.get("detached")
     if not how:
         return None  # the usual commit: nothing more to read
-    from opalgit.history import checkpoints
+    import opalgit.porcelain.checkpoints as checkpoints
 
     written = checkpoints.load(repo.opal_dir, agent, f.path)
     if written is not None and written.state == state.oid:
@@ -341,7 +339,7 @@ def _continues_export(repo: Repository, agent: str, f, state: "State", result: R
     checkpoint (:mod:`checkpoints`), the file still begins with the bytes it wrote,
     and the file reads as one line of conversation that starts with those records.
     """
-    from opalgit.history import checkpoints
+    import opalgit.porcelain.checkpoints as checkpoints
 
     cp = checkpoints.load(repo.opal_dir, agent, f.path)
     if cp is None or cp.state != state.oid:

@@ -13,10 +13,10 @@ from typing import Mapping
 from opalgit.errors import UsageError
 from opalgit.history import sequence
 from opalgit.history.align import align, text_diff
-from opalgit.history.preview import of_item
 from opalgit.history.sequence import Item
 from opalgit.history.tokens import estimate
 from opalgit.porcelain.commit import State, branch_head, current_branch, load_state, normal_of, resolve, tracked_session
+from opalgit.porcelain.states import of_item
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
 

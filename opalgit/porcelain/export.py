@@ -13,15 +13,16 @@ import time
 import uuid
 from typing import Callable, Mapping
 
+import opalgit.porcelain.checkpoints as checkpoints
 from opalgit import agents as adapters
 from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn, LossReport, tail_digest
 from opalgit.errors import ConflictError, UsageError
 from opalgit.fileio import create_temp, folder_problem, replace_atomically
-from opalgit.history import checkpoints, sequence
-from opalgit.history.budget import fit
+from opalgit.history import sequence
 from opalgit.history.states import side_files
 from opalgit.history.tokens import estimate
 from opalgit.porcelain import secrets as redaction
+from opalgit.porcelain.budget import fit
 from opalgit.porcelain.commit import load_state, normals_of, record_export, resolve, turn_item_index, turn_of
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass

@@ -23,7 +23,6 @@ import re
 import time
 
 from opalgit import codec
-from opalgit.cli.jsonout import iso_seconds
 from opalgit.errors import OpalError, UsageError
 from opalgit.history import oplog
 from opalgit.store import gitcmd
@@ -31,6 +30,7 @@ from opalgit.store.gitfiles import packfile
 from opalgit.store.refs import NAMESPACE, OPLOG_REF
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
+from opalgit.times import iso_seconds
 
 #: git's defaults: gc.reflogExpire (what an op-log entry is to a reflog entry) and gc.pruneExpire.
 DEFAULT_EXPIRE = "90.days.ago"

@@ -125,7 +125,7 @@ def _describe(repo: Repository, items: list[Item], start: int, end: int, before:
     """The turns of one side of a conflict, each with its turn number in that side's
     state (``before``: the turns of the prefix all three states share) and, for the
     first :data:`PREVIEWED`, its first words."""
-    from opalgit.history.preview import of_item
+    from opalgit.porcelain.states import of_item
 
     number = before + sum(1 for it in items[:start] if it.is_turn)
     out = []

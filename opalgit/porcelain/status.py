@@ -14,11 +14,11 @@ from typing import Mapping
 
 from opalgit import agents as adapters
 from opalgit.agents.base import Adapter, SessionFile, begins_with
-from opalgit.cli.jsonout import iso_seconds
 from opalgit.history.states import State, branch_head, current_branch, load_state
 from opalgit.store.argv import command
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
+from opalgit.times import iso_seconds
 
 #: Session files not recorded yet are read whole to count their turns up to this many
 #: bytes in all; the others are said in bytes (status stays quick: a folder may hold

@@ -522,24 +522,32 @@ class Rules:
         b64 = _depth == 0 and len(text) >= 32
         if not wake and not needles and not self._always and not escaped and not b64:
             return []
+        masked, spans = _mask_placeholders(text)
+        cands = self._rule_candidates(masked, spans, wake, needles)
+        if escaped:
+            cands += self._unescaped_candidates(masked, _depth)
+        if b64:
+            cands += self._base64_candidates(masked, wide)
+        if not cands:
+            if len(text) < 200 or len(text) >= _LONG:
+                self._mark_clean(text)
+            return []
+        chosen = _non_overlapping(cands)
+        if len(text) >= _LONG:
+            self._budget(text)
+            self._found_long[text] = list(chosen)
+        return chosen
+
+    def _rule_candidates(self, masked: str, spans: list[tuple[int, int]], wake: dict, needles: Iterable[str]
+                         ) -> list[tuple[int, int, int, str]]:
+        """What the rules that may match find in ``masked``, as candidates ``(priority,
+        start, -length, kind)``; none overlapping a placeholder (``spans``) or allowed."""
         # The rules to run, each with the keywords it is tried at: a prefiltered rule
         # only at the keywords a prefilter vouched for in this text.
         rules = self.rules
         active = {i: (rules[i], tuple(ks), at) for i, (ks, at) in wake.items()}
         active.update({i: (r, ks, None) for n in needles for i, r, ks in self._by_needle[n]})
         active.update({i: (r, ks, None) for i, r, ks in self._always})
-        masked = text
-        spans: list[tuple[int, int]] = []
-        if PLACEHOLDER_PREFIX in text:
-            spans = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
-            if spans:
-                # A same-length mask keeps positions; NUL is in no rule's character set.
-                parts, pos = [], 0
-                for a, b in spans:
-                    parts += [text[pos:a], "\0" * (b - a)]
-                    pos = b
-                parts.append(text[pos:])
-                masked = "".join(parts)
         where: dict[str, list[int]] = {}  # keyword -> its positions, shared by the rules
         lows: list[str] = []  # the masked text lower-cased, made when first needed
 
@@ -582,31 +590,7 @@ class Rules:
                     continue
                 reach = m.end()
                 cands.append((rule.priority, a, a - b, rule.name))
-        if escaped:
-            cands += self._unescaped_candidates(masked, _depth)
-        if b64:
-            cands += self._base64_candidates(masked, wide)
-        if not cands:
-            if len(text) < 200 or len(text) >= _LONG:
-                self._mark_clean(text)
-            return []
-        cands.sort()
-        # Best first (priority, then place, then length); a candidate that overlaps one
-        # already chosen is dropped. The chosen spans never overlap, so kept sorted by
-        # start only the neighbours of a new one need a look.
-        lefts: list[int] = []
-        chosen: list[tuple[int, int, str]] = []
-        for _, a, neg, kind in cands:
-            b = a - neg
-            j = bisect_right(lefts, a)
-            if (j and chosen[j - 1][1] > a) or (j < len(lefts) and lefts[j] < b):
-                continue
-            lefts.insert(j, a)
-            chosen.insert(j, (a, b, kind))
-        if len(text) >= _LONG:
-            self._budget(text)
-            self._found_long[text] = list(chosen)
-        return chosen
+        return cands
 
     def _unescaped_candidates(self, masked: str, depth: int) -> list[tuple[int, int, int, str]]:
         """What the rules find in ``masked`` with its JSON escapes decoded, as
@@ -652,6 +636,40 @@ _NOT_TEXT = LazyPattern(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # "base64" in any case, found from its "64": a literal the search skips to at C
 # speed (an alternation or a case-insensitive literal is many times slower).
 _B64_WORD_RE = LazyPattern(r"64(?<=[bB][aA][sS][eE]64)")
+
+
+def _mask_placeholders(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with each placeholder in it overwritten by as many NULs, and their
+    spans: a same-length mask keeps positions, and NUL is in no rule's character set."""
+    if PLACEHOLDER_PREFIX not in text:
+        return text, []
+    spans = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
+    if not spans:
+        return text, spans
+    parts, pos = [], 0
+    for a, b in spans:
+        parts += [text[pos:a], "\0" * (b - a)]
+        pos = b
+    parts.append(text[pos:])
+    return "".join(parts), spans
+
+
+def _non_overlapping(cands: list[tuple[int, int, int, str]]) -> list[tuple[int, int, str]]:
+    """The candidates ``(priority, start, -length, kind)`` to keep, as ``(start, end,
+    kind)`` sorted by start: best first (priority, then place, then length), and one
+    that overlaps one already chosen is dropped. The chosen spans never overlap, so
+    kept sorted by start only the neighbours of a new one need a look."""
+    cands.sort()
+    lefts: list[int] = []
+    chosen: list[tuple[int, int, str]] = []
+    for _, a, neg, kind in cands:
+        b = a - neg
+        j = bisect_right(lefts, a)
+        if (j and chosen[j - 1][1] > a) or (j < len(lefts) and lefts[j] < b):
+            continue
+        lefts.insert(j, a)
+        chosen.insert(j, (a, b, kind))
+    return chosen
 
 
 def _text_ahead(head: str) -> bool:

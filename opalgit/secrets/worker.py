@@ -48,9 +48,7 @@ import zlib
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import msgpack
-
-from opalgit import jsonl
+from opalgit import codec, jsonl
 from opalgit.fileio import write_all
 
 if TYPE_CHECKING:  # the commit imports the redaction modules only when it has turns to store
@@ -184,7 +182,7 @@ class Screen:
             return None, []
         from opalgit.secrets.redact import Finding
 
-        value, findings = msgpack.unpackb(found[2], raw=False, strict_map_key=False)
+        value, findings = codec.unpack_native(found[2])
         return value, [Finding(kind, placeholder, secret) for kind, placeholder, secret in findings]
 
     def close(self) -> None:
@@ -376,7 +374,7 @@ def _verdicts(redactor: "Redactor", values: list[Any]) -> list[bytes | None]:
             out.append(b"")
             continue
         try:
-            out.append(msgpack.packb([new, [[f.kind, f.placeholder, f.secret] for f in found]], use_bin_type=True))
+            out.append(codec.pack_native([new, [[f.kind, f.placeholder, f.secret] for f in found]]))
         except (TypeError, ValueError, OverflowError):
             out.append(None)
     return out

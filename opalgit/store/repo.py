@@ -239,6 +239,14 @@ class Repository:
         assert self._git is not None
         return self._git
 
+    def merge_base(self, a: bytes, b: bytes) -> bytes | None:
+        """The best common ancestor of commits ``a`` and ``b``, the one ``git merge-base``
+        prints first; None when they share none."""
+        import pygit2
+
+        base = self.git.merge_base(pygit2.Oid(raw=a), pygit2.Oid(raw=b))
+        return bytes(base.raw) if base is not None else None
+
     # -- finding and creating --------------------------------------------------------
 
     @classmethod

@@ -866,7 +866,7 @@ def test_codex_output_recorded_after_other_calls_answers_its_call():
     # a tool search, and only then call-1's output. Claude needs both results right
     # after the reply: call-1's real output is brought forward, not synthesized.
     from opalgit import agents as adapters
-    from opalgit.history.states import normals_of
+    from opalgit.porcelain.states import normals_of
 
     path = ROOT / "tests" / "fixtures" / "codex" / "agent-sessions" / "small.jsonl"
     read = adapters.get("codex").read(str(path))

@@ -168,7 +168,7 @@ def test_a_resumed_export_is_read_as_new_when_anything_moved(repo, project, tmp_
 
 @pytest.mark.parametrize("how", ["budget", "codex"])
 def test_exports_that_change_the_records_leave_no_checkpoint(repo, project, tmp_path, how):
-    from opalgit.history import checkpoints
+    import opalgit.porcelain.checkpoints as checkpoints
 
     env = {"HOME": str(tmp_path / "h"), "CODEX_HOME": str(tmp_path / "c")}
     if how == "budget":

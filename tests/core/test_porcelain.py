@@ -374,12 +374,13 @@ def test_show_of_a_claude_turn_reads_one_record_and_says_what_a_replay_says(repo
     # replay): showing a turn alone must give what the whole replay gives, without
     # decoding every record of the state (that made 'opal show main:N' 37 s at 100k turns).
     from opalgit.history import states
+    from opalgit.porcelain.states import normals_of
 
     place(home, project, source=os.path.join(FIXTURES, "claude", "real", "vibecodingtracker", "claude_code.jsonl"))
     oid = porcelain.commit(repo, env, str(project), message="real").oid
     st = states.load_state(repo, oid)
-    replayed = states.normals_of([states.turn_of(repo, si.item)
-                                  for si in states.sequence.iter_items(repo.store, st.root)])
+    replayed = normals_of([states.turn_of(repo, si.item)
+                           for si in states.sequence.iter_items(repo.store, st.root)])
     calls = []
     real_turn_of = porcelain.turn_of
     # Patched where show_turn looks it up (the module that defines show_turn).

@@ -11,9 +11,10 @@ import os
 
 import pytest
 
+import opalgit.porcelain.checkpoints as checkpoints
 from opalgit import porcelain
 from opalgit.agents.claude.read import project_key
-from opalgit.history import checkpoints, oplog
+from opalgit.history import oplog
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git, opal
 from tests.core.test_export import continue_export

@@ -714,7 +714,7 @@ class Workflows(RuleBasedStateMachine):
         assert code == 0, err
         res = json.loads(out)
         path = res["files"][0]
-        from opalgit.history import checkpoints
+        import opalgit.porcelain.checkpoints as checkpoints
 
         cp = checkpoints.load(self.repo().opal_dir, agent, path)
         assert cp is not None and cp.state == b.oid, "a same-agent export left no checkpoint"

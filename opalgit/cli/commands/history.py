@@ -162,7 +162,7 @@ def _commit_lines(c: Ctx, repo, info, style: str, template: str | None, head: st
 def _log_turns(c: Ctx, repo, revs: tuple[str, ...], max_count: int | None, since: str | None, until: str | None,
                include_meta: bool, as_json: bool) -> None:
     from opalgit.errors import UsageError
-    from opalgit.history import preview
+    from opalgit.porcelain.states import of_item
 
     if len(revs) > 1:
         raise UsageError("log --turns lists the turns of one state", hint="give one REV, e.g. 'opal log --turns main~2'")
@@ -196,7 +196,7 @@ def _log_turns(c: Ctx, repo, revs: tuple[str, ...], max_count: int | None, since
         answered = list(dict.fromkeys(tool_of.get(str(r), "?") for r in s.get("results", ())))
         what = s.get("tool") or s.get("label") or ",".join(answered)
         rows.append([num, s.get("role", ""), s.get("kind", ""), what, render.size(int(s.get("chars", 0))),
-                     render.when_ms(s.get("time")), preview.of_item(repo, items[t.index], 60)])
+                     render.when_ms(s.get("time")), of_item(repo, items[t.index], 60)])
     lines = render.table([["#", "role", "kind", "tool", "size", "time", "preview"]] + rows)
     if lines:
         lines[0] = c.style(lines[0], bold=True)
