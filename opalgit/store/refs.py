@@ -341,6 +341,12 @@ class RefStore:
                             f"{_short_ref(name)} changed while this command ran",
                             hint="another opal process updated it; run the command again",
                         )
+                    # git refuses a ref to an object it does not have; libgit2's
+                    # transaction would write it (and 'git fsck' then reports it).
+                    if new is not None and not self.repo.odb.exists(pygit2.Oid(raw=new)):
+                        raise _update_error(
+                            f"trying to write ref '{name}' with nonexistent object {new.hex()}", names
+                        )
                 for name in names:
                     old, new = changes[name]
                     if new is None:
@@ -360,9 +366,17 @@ def _update_error(stderr: str, names: list[str]) -> Exception:
     err = " ".join(ln.strip() for ln in stderr.splitlines() if ln.strip())
     err = err.removeprefix("fatal: ").removeprefix("error: ")
     clash = re.search(r"'(refs/[^']+)' exists; cannot create '(refs/[^']+)'", err)
-    if clash is not None or "blocking reference" in err:
+    # libgit2's words for the same: a ref below the new one, or one above it.
+    below = re.search(r"cannot lock ref '(refs/[^']+)', there are refs beneath that folder", err)
+    above = re.search(r"could not remove directory '[^']*?/(refs/[^']+)': parent is not directory", err)
+    if clash is not None or below is not None or above is not None or "blocking reference" in err:
         # git keeps refs as files: "x" and "x/y" cannot both exist.
-        there, wanted = clash.groups() if clash else ("a ref below it", names[0])
+        if clash is not None:
+            there, wanted = clash.groups()
+        elif above is not None:
+            there, wanted = "a ref above it", above.group(1)
+        else:
+            there, wanted = "a ref below it", below.group(1) if below is not None else names[0]
         return UsageError(
             f"{_short_ref(wanted)} cannot exist beside {_short_ref(there)}",
             hint="git stores a ref as a file, so 'x' and 'x/y' cannot both exist; choose another name",
