@@ -4,7 +4,7 @@ Layout::
 
     refs/opal/heads/<branch>    state branches (shared by every worktree of the repository)
     refs/opal/oplog             the operation log (see :mod:`oplog`)
-    refs/opal/remotes/<r>/<b>   remote-tracking state branches (see :mod:`remote`)
+    refs/opal/remotes/<r>/<b>   remote-tracking state branches (see :mod:`opalgit.sync.remotes`)
     refs/opal/links/<sha>       the state recorded with a code commit (see :mod:`links`)
     <git-dir>/opal/HEAD         the current branch of this worktree (a file, not a ref)
 
@@ -63,10 +63,16 @@ def branch_ref(name: str) -> str:
     return BRANCH_PREFIX + name
 
 
+def valid_ref_name(name: str) -> bool:
+    """Whether git accepts ``name`` (a full ref name) as the name of a ref."""
+    import pygit2
+
+    return pygit2.reference_is_valid_name(name)
+
+
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, names that read as revisions, and names that
     hold a secret."""
-    import pygit2
 
     from opalgit.secrets.redact import scan_text
 
@@ -89,7 +95,7 @@ def check_branch_name(name: str) -> str:
         or "@{" in name
         or "//" in name
         or name in ("HEAD", "@")
-        or not pygit2.reference_is_valid_name(branch_ref(name))
+        or not valid_ref_name(branch_ref(name))
     )
     if bad:
         raise UsageError(

@@ -239,6 +239,17 @@ class Repository:
         assert self._git is not None
         return self._git
 
+    def is_ancestor(self, ancestor: bytes, of: bytes) -> bool:
+        """Whether commit ``ancestor`` is ``of`` or in its history (False if either is missing)."""
+        if ancestor == of:
+            return True
+        import pygit2
+
+        try:
+            return self.git.descendant_of(pygit2.Oid(raw=of), pygit2.Oid(raw=ancestor))
+        except pygit2.GitError:
+            return False
+
     # -- finding and creating --------------------------------------------------------
 
     @classmethod
