@@ -107,4 +107,3 @@ def clone_state(
     if repo.refs.get(branch_ref(local)) is None and repo.refs.get(tracking_ref(name, rb)) is not None:
         status = start(repo, local, name, rb, command="clone-state").status
     return CloneResult(name, added, fres, local, status, remote_branches(repo, name))
-

@@ -148,4 +148,3 @@ def fetch_remote(repo: Repository, env: Mapping[str, str], r: Remote) -> FetchRe
         elif cleanup:
             repo.refs.update(cleanup, "opal fetch: drop staging refs")
     return FetchResult(r.name, dict(sorted(branches.items())), nlinks, op_id)
-

@@ -218,4 +218,3 @@ def _rejection(r: Remote, u: RefUpdate, *, rb: str, local: str, atomic: bool) ->
         f"{where} refused {what}: {u.summary.strip('[]')}{' (' + u.reason + ')' if u.reason else ''}.{untouched}",
         hint="the remote's rules or hooks refused it; see the reason above",
     )
-

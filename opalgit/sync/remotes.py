@@ -186,4 +186,3 @@ def remote_branches(repo: Repository, remote: str | None = None) -> dict[str, by
         if name.startswith(prefix):
             out[name[len(TRACK_PREFIX) :]] = oid
     return dict(sorted(out.items()))
-
