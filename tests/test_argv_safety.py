@@ -16,10 +16,11 @@ import pytest
 
 from opalgit import porcelain
 from opalgit.errors import UsageError
+from opalgit.porcelain.secrets import gate
 from opalgit.store.argv import check_url, command
 from opalgit.store.repo import Repository
-from opalgit.sync import remote
-from opalgit.sync.remote import Remote, RemoteError
+from opalgit.sync import fetch, push
+from opalgit.sync.remotes import Remote, RemoteError, git_message
 from tests.conftest import git, opal
 from tests.core.test_porcelain import place
 from tests.test_remote import clone, env_of, make_remote, open_repo
@@ -115,7 +116,7 @@ def test_the_pre_push_hook_refuses_a_remote_that_reads_as_an_option(checkout, tm
     # With push.withCode, the hook pushes state to what git names: an option is refused there too.
     repo = open_repo(checkout)
     with pytest.raises(UsageError) as err:
-        remote.push(repo, env_of(home), "--receive-pack=touch PWNED")
+        push.push(repo, env_of(home), "--receive-pack=touch PWNED", gate=gate)
     assert "refusing URL" in err.value.message
     assert planted(tmp_path) == []
 
@@ -128,15 +129,15 @@ def test_the_remote_reaches_git_after_double_dash(checkout, tmp_path, home):
     repo = open_repo(checkout)
     evil = Remote("evil", ISSUE_URL, ISSUE_URL)
     with pytest.raises(RemoteError) as err:
-        remote._fetch(repo, env_of(home), evil)
+        fetch.fetch_remote(repo, env_of(home), evil)
     assert "strange pathname" in err.value.message
     head = repo.refs.get("refs/opal/heads/main")
     push_evil = Remote("evil", "--receive-pack=touch PWNED", "--receive-pack=touch PWNED")
     with pytest.raises(RemoteError) as err:
-        remote._push_once(repo, env_of(home), push_evil, [f"{head.hex()}:refs/opal/heads/main"], [], rb="main", local="main")
+        push._push_once(repo, env_of(home), push_evil, [f"{head.hex()}:refs/opal/heads/main"], [], rb="main", local="main")
     assert "strange pathname" in err.value.message
     assert planted(tmp_path) == []
-    assert not [n for n in repo.refs.all() if n.startswith(remote.STAGING_PREFIX)]
+    assert not [n for n in repo.refs.all() if n.startswith(fetch.STAGING_PREFIX)]
 
 
 # ------------------------------------------------------------------ transports that run commands
@@ -188,7 +189,7 @@ def test_hints_quote_what_a_remote_or_a_config_named(checkout, tmp_path, home):
     """A command in a hint is safe to paste: a name with '$(...)' stays a name."""
     name = "$(touch${IFS}PWNED-hint)"
     bare = str(tmp_path / "srv" / "shared.git")
-    remote.push(open_repo(checkout), env_of(home))
+    push.push(open_repo(checkout), env_of(home), gate=gate)
     head = git("rev-parse", "refs/opal/heads/main", cwd=str(checkout)).stdout.strip()
     git("update-ref", f"refs/opal/heads/{name}", head, cwd=bare)  # a hostile remote's branch name
     b = tmp_path / "b"
@@ -279,11 +280,11 @@ def test_an_untracked_opal_store_inside_a_git_tree_is_still_used(tmp_path):
 AUDITED = {
     ("opalgit/store/gitcmd.py", "run", "subprocess.run"): "the one runner of git: argv list, no shell; callers below",
     ("opalgit/store/gitcmd.py", "start", "subprocess.Popen"): "the same, in the background",
-    ("opalgit/sync/remote.py", "run_git", "gitcmd.run"): "remote's runner: callers below",
-    ("opalgit/sync/remote.py", "_push_once", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
-    ("opalgit/sync/remote.py", "_fetch", "remote.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
-    ("opalgit/hooks/install.py", "hooks_dir", "remote.run_git"): "fixed arguments (rev-parse --git-path hooks)",
-    ("opalgit/hooks/install.py", "shared_hooks_path", "remote.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
+    ("opalgit/store/transport.py", "run_git", "gitcmd.run"): "the runner of git for remotes: callers below",
+    ("opalgit/sync/push.py", "_push_once", "transport.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
+    ("opalgit/sync/fetch.py", "fetch_remote", "transport.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
+    ("opalgit/hooks/install.py", "hooks_dir", "transport.run_git"): "fixed arguments (rev-parse --git-path hooks)",
+    ("opalgit/hooks/install.py", "shared_hooks_path", "transport.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
     ("opalgit/store/refs.py", "RefStore._run_update_ref", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
     ("opalgit/porcelain/fsck.py", "_unreachable", "gitcmd.run"): "fixed arguments (fsck --unreachable --no-reflogs --no-progress)",
     ("opalgit/porcelain/gc.py", "_run_git_gc", "gitcmd.run"): "gc --quiet --prune=DATE and reflog expire --expire=DATE -- REFS: the date is opal's own spelling (now, never or an ISO date it formatted), the refs are reflog files found under logs/refs/opal/, after '--'",
@@ -303,7 +304,7 @@ AUDITED = {
 _STARTERS = {("subprocess", n) for n in ("run", "call", "Popen", "check_output", "check_call", "getoutput", "getstatusoutput")}
 _STARTERS |= {("os", n) for n in ("system", "popen", "execv", "execvp", "execve", "execl", "execlp", "execvpe", "spawnv",
                                   "spawnvp", "spawnl", "spawnlp", "posix_spawn", "posix_spawnp")}
-_STARTERS |= {("gitcmd", "run"), ("gitcmd", "start"), ("remote", "run_git")}
+_STARTERS |= {("gitcmd", "run"), ("gitcmd", "start"), ("transport", "run_git")}
 
 
 def _call_sites(root: str) -> set[tuple[str, str, str]]:
@@ -327,7 +328,7 @@ def _call_sites(root: str) -> set[tuple[str, str, str]]:
                         if isinstance(child, ast.Call):
                             f = child.func
                             key = (f.value.id, f.attr) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
-                            key = ("remote", "run_git") if isinstance(f, ast.Name) and f.id == "run_git" else key
+                            key = ("transport", "run_git") if isinstance(f, ast.Name) and f.id == "run_git" else key
                             if key in _STARTERS:
                                 found.add((rel, where, ".".join(key)))
                         visit(child, inner)
@@ -350,9 +351,9 @@ def test_every_subprocess_call_site_is_audited():
 def test_what_a_remote_says_reaches_the_terminal_masked():
     # git masks its sideband ("remote: ...") itself; a rejection's reason and the
     # message opal quotes are masked by opal as well, whatever git version runs.
-    updates = remote.parse_push_porcelain("!\trefs/x:refs/opal/heads/main\t[remote rejected] (\x1b]0;owned\x07 no)\n")
+    updates = push.parse_push_porcelain("!\trefs/x:refs/opal/heads/main\t[remote rejected] (\x1b]0;owned\x07 no)\n")
     assert updates[0].reason == "?]0;owned? no" and "\x1b" not in updates[0].summary
     proc = subprocess.CompletedProcess([], 1, "", "remote: error: \x1b[2J\x1b[31mgone\n")
-    assert remote._git_message(proc) == "remote: error: ?[2J?[31mgone"
+    assert git_message(proc) == "remote: error: ?[2J?[31mgone"
     proc = subprocess.CompletedProcess([], 1, "", "remote: x\nfatal: the end\x1b[0m\x00\n")
-    assert remote._git_message(proc) == "the end?[0m?"
+    assert git_message(proc) == "the end?[0m?"

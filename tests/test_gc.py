@@ -20,9 +20,10 @@ from opalgit.history import oplog
 from opalgit.porcelain import drop as cleanup
 from opalgit.porcelain import gc
 from opalgit.porcelain import secrets as redaction
+from opalgit.porcelain.secrets import gate
 from opalgit.store.refs import OPLOG_REF
 from opalgit.store.repo import Repository
-from opalgit.sync import remote
+from opalgit.sync.push import push
 from tests.conftest import git, opal
 from tests.core.test_porcelain import SESSION, grow, place
 from tests.test_secrets import every_object_text
@@ -222,7 +223,7 @@ def test_purge_literal_rewrites_every_ref_is_undoable_until_gc_then_no_object_ho
     bare = tmp_path / "remote.git"
     git("init", "-q", "--bare", str(bare))
     git("remote", "add", "origin", "file://" + str(bare), cwd=str(project))
-    remote.push(repo, env, "origin")  # the mistake: a remote-tracking head holds it too
+    push(repo, env, "origin", gate=gate)  # the mistake: a remote-tracking head holds it too
     holders = _every_ref_holds(repo, LITERAL)
     assert holders and all(holders.values()), holders
     assert {"refs/opal/heads/main", "refs/opal/heads/feature", "refs/opal/remotes/origin/main"} <= set(holders)

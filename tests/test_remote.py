@@ -21,13 +21,23 @@ import pytest
 from opalgit import porcelain
 from opalgit.errors import ConflictError
 from opalgit.hooks import install as hooks
+from opalgit.porcelain.pull import pull
+from opalgit.porcelain.secrets import gate
 from opalgit.store.repo import Repository
-from opalgit.sync import links, remote
-from opalgit.sync.remote import PushRejectedError, RemoteError
+from opalgit.sync import links
+from opalgit.sync import push as sync_push
+from opalgit.sync.fetch import fetch
+from opalgit.sync.push import PushRejectedError
+from opalgit.sync.remotes import RemoteError, remote_branches, resolve_remote_branch
 from tests.conftest import git, opal
 from tests.core.test_porcelain import grow, place
 
 USER, PASSWORD = "alice", "s3cret"
+
+
+def push(*args, **kw) -> sync_push.PushResult:
+    """A push as opal's commands run it: through the porcelain's secret gate."""
+    return sync_push.push(*args, gate=gate, **kw)
 
 
 # ------------------------------------------------------------------ servers
@@ -276,38 +286,38 @@ def test_push_fetch_pull_and_a_refused_push(transport, tmp_path, home):
     path = place(home, a, lines=20)
     s1 = porcelain.commit(ra, env, str(a)).oid
 
-    res = remote.push(ra, env)
+    res = push(ra, env)
     assert (res.remote, res.branch, res.remote_branch, res.status) == ("origin", "main", "main", "new")
     assert git("rev-parse", "refs/opal/heads/main", cwd=bare).stdout.strip() == s1.hex()
     assert ra.refs.get("refs/opal/remotes/origin/main") == s1
-    assert remote.push(ra, env).status == "up-to-date"
+    assert push(ra, env).status == "up-to-date"
     assert "refs/opal/oplog" not in refs_of(bare)  # the operation log stays local
 
     # B: pull into a branch with no commits creates it; then a fast-forward.
-    pulled = remote.pull(rb, env)
+    pulled = pull(rb, env)
     assert pulled.status == "created" and porcelain.branch_head(rb, "main") == s1
-    assert remote.resolve_remote_branch(rb, "origin/main") == s1
+    assert resolve_remote_branch(rb, "origin/main") == s1
     grow(path, start=20, end=35)
     s2 = porcelain.commit(ra, env, str(a)).oid
-    assert remote.push(ra, env).status == "fast-forward"
-    pulled = remote.pull(rb, env)
+    assert push(ra, env).status == "fast-forward"
+    pulled = pull(rb, env)
     assert (pulled.status, pulled.old, pulled.new) == ("fast-forward", s1, s2)
-    assert remote.pull(rb, env).status == "up-to-date"
+    assert pull(rb, env).status == "up-to-date"
 
     # Both extend main: B's push is refused with the reason, and nothing moves anywhere.
     grow(path, start=35)
     s3 = porcelain.commit(ra, env, str(a)).oid
-    remote.push(ra, env)
+    push(ra, env)
     b_head = porcelain.rewind(rb, 1).oid
     remote_before, b_before = refs_of(bare), refs_of(b)
     with pytest.raises(PushRejectedError) as err:
-        remote.push(rb, env)
+        push(rb, env)
     assert "not a fast-forward" in err.value.message and "opal pull" in err.value.hint
     assert refs_of(bare) == remote_before and refs_of(b) == b_before
 
     # Pull refuses to overwrite diverged work, naming both heads and the merge to run.
     with pytest.raises(ConflictError) as err:
-        remote.pull(rb, env)
+        pull(rb, env)
     assert b_head.hex()[:7] in err.value.message and s3.hex()[:7] in err.value.message
     assert "opal merge origin/main" in err.value.hint
     assert porcelain.branch_head(rb, "main") == b_head
@@ -327,13 +337,13 @@ def test_remote_down_is_a_clear_error_and_a_retry_works(tmp_path, home):
     git("remote", "add", "later", "file://" + str(missing), cwd=str(a))
     before = refs_of(a)
     with pytest.raises(RemoteError) as err:
-        remote.push(ra, env, "later")
+        push(ra, env, "later")
     assert "cannot push to later" in err.value.message and "nothing was changed" in err.value.hint
     with pytest.raises(RemoteError):
-        remote.fetch(ra, env, "later")
+        fetch(ra, env, "later")
     assert refs_of(a) == before
     git("init", "-q", "--bare", str(missing))
-    assert remote.push(ra, env, "later").status == "new"
+    assert push(ra, env, "later").status == "new"
 
     # git daemon stopped: connection refused; started again on the same port: works.
     # The port stays reserved throughout, so "stopped" cannot be another server that
@@ -344,12 +354,12 @@ def test_remote_down_is_a_clear_error_and_a_retry_works(tmp_path, home):
             pass
         before = refs_of(a)
         with pytest.raises(RemoteError) as err:
-            remote.push(ra, env, "daemon")
+            push(ra, env, "daemon")
         assert "daemon" in err.value.message
         assert refs_of(a) == before
         with git_daemon(os.path.dirname(bare), port):
-            assert remote.push(ra, env, "daemon").status == "new"
-            assert remote.fetch(ra, env, "daemon").branches == {}  # the push already set daemon/main
+            assert push(ra, env, "daemon").status == "new"
+            assert fetch(ra, env, "daemon").branches == {}  # the push already set daemon/main
     assert ra.refs.get("refs/opal/remotes/daemon/main") == s1
     # No staging refs are left behind by the failures.
     assert "refs/opal/fetching/" not in refs_of(a)
@@ -364,12 +374,12 @@ def test_http_needs_the_users_credentials(tmp_path, home):
         place(home, a, lines=15)
         porcelain.commit(ra, env, str(a))
         with pytest.raises(RemoteError) as err:
-            remote.push(ra, env)
+            push(ra, env)
         assert "Username" in err.value.message or "Authentication" in err.value.message
         creds = tmp_path / "creds"
         creds.write_text(f"http://{USER}:{PASSWORD}@127.0.0.1:{port}\n")
         git("config", "credential.helper", f"store --file={creds}", cwd=str(a))
-        assert remote.push(ra, env).status == "new"
+        assert push(ra, env).status == "new"
 
 
 def test_namespace_undo_force_and_deleted_branches(tmp_path, home):
@@ -380,39 +390,39 @@ def test_namespace_undo_force_and_deleted_branches(tmp_path, home):
     place(home, a, lines=15)
     s1 = porcelain.commit(ra, env, str(a)).oid
     ra.config["push.namespace"] = "user"  # from the git e-mail: test@example.com -> test
-    res = remote.push(ra, env)
+    res = push(ra, env)
     assert res.remote_branch == "test/main"
     assert git("rev-parse", "refs/opal/heads/test/main", cwd=bare).stdout.strip() == s1.hex()
     porcelain.branch_create(ra, "try-sqlite")
-    remote.push(ra, env, "origin", "try-sqlite:shared/try")
-    assert remote.remote_branches(ra, "origin") == {"origin/shared/try": s1, "origin/test/main": s1}
+    push(ra, env, "origin", "try-sqlite:shared/try")
+    assert remote_branches(ra, "origin") == {"origin/shared/try": s1, "origin/test/main": s1}
 
     # Local main moves back behind the remote: a push is refused, --force overwrites
     # only what the last fetch saw (a lease).
     r1 = porcelain.rewind(ra, 2).oid
-    assert remote.push(ra, env).status == "fast-forward"
+    assert push(ra, env).status == "fast-forward"
     rewind_op = next(o for o in porcelain.op_log(ra) if o.command == "rewind")
     porcelain.undo(ra, rewind_op.oid.hex())
     assert porcelain.branch_head(ra, "main") == s1
     with pytest.raises(PushRejectedError) as err:
-        remote.push(ra, env)
+        push(ra, env)
     assert "non-fast-forward" in err.value.message
-    assert remote.push(ra, env, force=True).status == "forced"
+    assert push(ra, env, force=True).status == "forced"
     assert git("rev-parse", "refs/opal/heads/test/main", cwd=bare).stdout.strip() == s1.hex()
     porcelain.undo(ra)  # undoes the push's remote-tracking update only: opal now believes r1 is there
     assert ra.refs.get("refs/opal/remotes/origin/test/main") == r1
     porcelain.rewind(ra, 1)
     with pytest.raises(PushRejectedError) as err:
-        remote.push(ra, env, force=True)
+        push(ra, env, force=True)
     assert "stale info" in err.value.message
-    remote.fetch(ra, env)
+    fetch(ra, env)
     assert ra.refs.get("refs/opal/remotes/origin/test/main") == s1
     git("update-ref", "-d", "refs/opal/heads/shared/try", cwd=bare)
-    res = remote.fetch(ra, env)
+    res = fetch(ra, env)
     assert res.branches == {"shared/try": (s1, None)}
-    assert "origin/shared/try" not in remote.remote_branches(ra)
+    assert "origin/shared/try" not in remote_branches(ra)
     porcelain.undo(ra)  # a fetch is undoable too
-    assert remote.remote_branches(ra)["origin/shared/try"] == s1
+    assert remote_branches(ra)["origin/shared/try"] == s1
 
 
 def test_undo_a_pull(tmp_path, home):
@@ -422,17 +432,17 @@ def test_undo_a_pull(tmp_path, home):
     ra, rb = open_repo(a), open_repo(b)
     path = place(home, a, lines=15)
     s1 = porcelain.commit(ra, env, str(a)).oid
-    remote.push(ra, env)
-    remote.pull(rb, env)
+    push(ra, env)
+    pull(rb, env)
     grow(path, start=15)
     s2 = porcelain.commit(ra, env, str(a)).oid
-    remote.push(ra, env)
-    assert remote.pull(rb, env).new == s2
+    push(ra, env)
+    assert pull(rb, env).new == s2
     op = porcelain.undo(rb)
     assert "pull" in op.description and porcelain.branch_head(rb, "main") == s1
     # B is now behind; pulling again fast-forwards; A being ahead is nothing to pull.
-    assert remote.pull(rb, env).status == "fast-forward"
-    assert remote.pull(ra, env).status == "up-to-date"
+    assert pull(rb, env).status == "fast-forward"
+    assert pull(ra, env).status == "up-to-date"
 
 
 def test_two_users_share_state_linked_to_code(tmp_path, home):
@@ -481,7 +491,7 @@ def test_two_users_share_state_linked_to_code(tmp_path, home):
     assert (at["state"], at["remote"]) == (s1.hex(), "origin")
     assert at["commit"]["message"].startswith(f"code commit {c1[:7]}: parser")
     rb = open_repo(b)
-    assert remote.resolve_remote_branch(rb, "origin/main") == s2
+    assert resolve_remote_branch(rb, "origin/main") == s2
     # B continues from A's context at the first code commit, in their own agent folder.
     r = opal("export", s1.hex(), "--to", "claude", "--json", cwd=b, env=env_b)
     assert r.returncode == 0, r.stderr
@@ -599,7 +609,7 @@ def test_a_local_branch_named_like_a_remote_one_hides_nothing(tmp_path, home):
     ra, env = open_repo(a), env_of(home)
     path = place(home, a, lines=12)
     s1 = porcelain.commit(ra, env, str(a)).oid
-    remote.push(ra, env)
+    push(ra, env)
     grow(path, start=12, end=20)
     s2 = porcelain.commit(ra, env, str(a)).oid
     porcelain.branch_create(ra, "origin/main", "HEAD")  # yours, at s2; the remote's origin/main is s1

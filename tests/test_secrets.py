@@ -18,8 +18,9 @@ from opalgit import codec, porcelain
 from opalgit.agents.claude.read import ClaudeAdapter
 from opalgit.porcelain import export as exporting
 from opalgit.porcelain import secrets as redaction
+from opalgit.porcelain.secrets import gate
 from opalgit.store.repo import Repository
-from opalgit.sync import remote
+from opalgit.sync.push import push
 from tests.conftest import FIXTURES, git
 from tests.core.test_porcelain import place
 
@@ -104,7 +105,7 @@ def test_push_sends_no_secret_and_the_gate_refuses_clear_ones(repo, project, hom
     bare = tmp_path / "remote.git"
     git("init", "-q", "--bare", str(bare))
     git("remote", "add", "origin", str(bare), cwd=str(project))
-    remote.push(repo, env, "origin")
+    push(repo, env, "origin", gate=gate)
     assert leaked(every_object_text(str(bare))) == set()
 
     # A state committed with redaction off (as before a rule existed) is refused.
@@ -113,12 +114,12 @@ def test_push_sends_no_secret_and_the_gate_refuses_clear_ones(repo, project, hom
     porcelain.rewind(repo, 1)
     porcelain.commit(repo, env, str(project), file=SESSION, agent="claude")
     with pytest.raises(redaction.SecretsFoundError) as err:
-        remote.push(repo, env, "origin", "raw")
+        push(repo, env, "origin", "raw", gate=gate)
     assert "in clear" in str(err.value)
     assert any(leak["turn"] in str(err.value) for leak in redaction.scan_states(repo, [porcelain.resolve(repo, "raw").oid]).leaks)
     assert "opal secrets scan" in err.value.hint
     assert git("--git-dir", str(bare), "for-each-ref", "refs/opal/heads/raw", check=False).stdout == ""
-    remote.push(repo, env, "origin", "raw", allow_secrets=True)  # the owner's explicit choice
+    push(repo, env, "origin", "raw", allow_secrets=True, gate=gate)  # the owner's explicit choice
 
 
 def test_user_rules_add_and_allow(repo, project, home):
@@ -251,7 +252,7 @@ def test_recall_every_kind_in_every_place_none_reaches_the_remote(repo, project,
     bare = tmp_path / "remote.git"
     git("init", "-q", "--bare", str(bare))
     git("remote", "add", "origin", "file://" + str(bare), cwd=str(project))
-    remote.push(repo, env, "origin")
+    push(repo, env, "origin", gate=gate)
     views = _decoded_views(every_object_text(str(bare)))
     # (base64 of a context is planted whole; what decoding the remote's objects shows is searched)
     leaked_kinds: dict[str, int] = {}
@@ -360,7 +361,7 @@ def test_purge_takes_clear_secrets_out_of_history_push_then_passes_and_undo_rest
     git("init", "-q", "--bare", str(bare))
     git("remote", "add", "origin", "file://" + str(bare), cwd=str(project))
     with pytest.raises(redaction.SecretsFoundError) as err:
-        remote.push(repo, env, "origin")
+        push(repo, env, "origin", gate=gate)
     assert "opal secrets purge" in err.value.hint  # the way out the hint names is real
 
     plan = redaction.purge(repo, dry_run=True)
@@ -382,7 +383,7 @@ def test_purge_takes_clear_secrets_out_of_history_push_then_passes_and_undo_rest
     assert (old.author, old.committer) == (new.author, new.committer)
     assert len(new.parents) == 1 and TITLE_SECRET not in repo.store.read_commit(new.parents[0]).message
 
-    remote.push(repo, env, "origin")
+    push(repo, env, "origin", gate=gate)
     assert leaked(every_object_text(str(bare))) == set()
     assert TITLE_SECRET.encode() not in b"".join(every_object_text(str(bare)))
 

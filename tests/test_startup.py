@@ -98,7 +98,7 @@ def test_a_noop_commit_imports_no_other_command_module_nor_package_metadata(reco
     rc, mods = loaded_after(["commit"], project, env)
     assert rc == 0
     assert "opalgit.porcelain" in mods  # it did run
-    for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.hooks.install", "opalgit.sync.links", *COMMAND_MODULES):
+    for m in ("importlib.metadata", "opalgit.sync.remotes", "opalgit.sync.push", "opalgit.sync.fetch", "opalgit.hooks.install", "opalgit.sync.links", *COMMAND_MODULES):
         assert m not in mods, m
 
 
@@ -119,7 +119,7 @@ def test_the_post_commit_hook_does_not_import_remotes(recorded):
     rc, mods = loaded_after(["hook", "post-commit"], project, env)
     assert rc == 0
     assert "opalgit.hooks.install" in mods and "opalgit.cli.commands.sync" in mods
-    for m in ("importlib.metadata", "opalgit.sync.remote", "opalgit.cli.commands.edit", "opalgit.cli.commands.export", "opalgit.cli.commands.history"):
+    for m in ("importlib.metadata", "opalgit.sync.remotes", "opalgit.store.transport", "opalgit.cli.commands.edit", "opalgit.cli.commands.export", "opalgit.cli.commands.history"):
         assert m not in mods, m
 
 

@@ -321,9 +321,9 @@ def hooks_dir(repo: Repository, env: Mapping[str, str]) -> str:
             "this opal store is not inside a git repository, so there are no git commits to hook",
             hint="run 'opal init' and 'opal hooks install' inside your project's git repository",
         )
-    from opalgit.sync import remote
+    from opalgit.store import transport
 
-    proc = remote.run_git(repo, ["rev-parse", "--git-path", "hooks"], env)
+    proc = transport.run_git(repo, ["rev-parse", "--git-path", "hooks"], env)
     if proc.returncode or not proc.stdout.strip():
         raise OpalError(f"git cannot tell where the hooks of {repo.workdir} are: {proc.stderr.strip()}")
     path = proc.stdout.strip()
@@ -335,9 +335,9 @@ def shared_hooks_path(repo: Repository, env: Mapping[str, str]) -> str | None:
     """Why the hooks folder is shared with other repositories, or None when it is this
     repository's own (``.git/hooks``, or a ``core.hooksPath`` of this repository that
     points inside it, as husky's ``.husky/_`` does)."""
-    from opalgit.sync import remote
+    from opalgit.store import transport
 
-    proc = remote.run_git(repo, ["config", "--show-scope", "--get", "core.hooksPath"], env)
+    proc = transport.run_git(repo, ["config", "--show-scope", "--get", "core.hooksPath"], env)
     if proc.returncode or not proc.stdout.strip():
         return None  # not set: .git/hooks
     scope, _, value = proc.stdout.strip().partition("\t")
@@ -678,9 +678,10 @@ def pre_push(repo: Repository, env: Mapping[str, str], remote_name: str, url: st
     branch = porcelain.current_branch(repo)
     if porcelain.branch_head(repo, branch) is None:
         return HookResult()
-    from opalgit.sync import remote  # only here: the post-commit hook does not need it
+    from opalgit.porcelain.secrets import gate
+    from opalgit.sync.push import push  # only here: the post-commit hook does not need it
 
-    res = remote.push(repo, env, remote_name or url, branch)
+    res = push(repo, env, remote_name or url, branch, gate=gate)
     if res.status == "up-to-date" and not res.links:
         return HookResult()
     return HookResult(f"opal: pushed state branch {res.branch} to {res.remote}/{res.remote_branch} ({res.status})")

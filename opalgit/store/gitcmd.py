@@ -1,7 +1,7 @@
 """Running the user's ``git`` binary on the repository.
 
 opal runs git for what git does best with the user's own setup (remotes and
-credentials, see :mod:`remote`), and for two small jobs where starting git
+credentials, see :mod:`opalgit.sync.push`), and for two small jobs where starting git
 (~2 ms) is cheaper than loading libgit2 (~75 ms): ref transactions
 (:meth:`refs.RefStore.update`) and the committer's identity
 (:meth:`repo.Repository.signature`).

@@ -3,8 +3,8 @@
 opal keeps everything as ordinary git objects, so ``git fsck`` checks it, ``git gc``
 keeps what the ``refs/opal/`` refs reach, and git's own protocols push and fetch it.
 This module writes those objects (serializing them itself, so that they can be packed)
-and reads them back. It has an in-memory twin, :class:`MemoryObjectStore`, that the
-contract tests run against as well.
+and reads them back. Its in-memory twin is :class:`opalgit.store.memory.MemoryObjectStore`;
+both pass the contract suite in :mod:`opalgit.testing.store`.
 
 New objects are buffered by a store and written by :meth:`ObjectStore.flush`: as loose
 objects when they are few, as one pack when they are many (see :mod:`packfile`).
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from opalgit.errors import ConflictError, CorruptObjectError, OpalError
+from opalgit.errors import ConflictError, CorruptObjectError
 from opalgit.plural import count
 from opalgit.store.gitfiles import odb, packfile
 from opalgit.store.gitfiles.packfile import OBJ_BLOB, OBJ_COMMIT, OBJ_TREE
@@ -262,24 +262,6 @@ class ObjectStore:
     def object_type(self, oid: bytes) -> int | None:
         found = self._pending.get(oid) or self._backend_read(oid)
         return found[0] if found else None
-
-
-class MemoryObjectStore(ObjectStore):
-    """The in-memory twin: same behaviour, a dict for a backend."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.objects: dict[bytes, tuple[int, bytes]] = {}
-
-    def _backend_read(self, oid: bytes) -> tuple[int, bytes] | None:
-        return self.objects.get(oid)
-
-    def _backend_exists(self, oid: bytes) -> bool:
-        return oid in self.objects
-
-    def _backend_write(self, objects: list[tuple[bytes, int, bytes]]) -> None:
-        for oid, t, d in objects:
-            self.objects[oid] = (t, d)
 
 
 class GitObjectStore(ObjectStore):

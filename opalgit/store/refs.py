@@ -4,7 +4,7 @@ Layout::
 
     refs/opal/heads/<branch>    state branches (shared by every worktree of the repository)
     refs/opal/oplog             the operation log (see :mod:`oplog`)
-    refs/opal/remotes/<r>/<b>   remote-tracking state branches (see :mod:`remote`)
+    refs/opal/remotes/<r>/<b>   remote-tracking state branches (see :mod:`opalgit.sync.remotes`)
     refs/opal/links/<sha>       the state recorded with a code commit (see :mod:`links`)
     <git-dir>/opal/HEAD         the current branch of this worktree (a file, not a ref)
 
@@ -63,10 +63,16 @@ def branch_ref(name: str) -> str:
     return BRANCH_PREFIX + name
 
 
+def valid_ref_name(name: str) -> bool:
+    """Whether git accepts ``name`` (a full ref name) as the name of a ref."""
+    import pygit2
+
+    return pygit2.reference_is_valid_name(name)
+
+
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, names that read as revisions, and names that
     hold a secret."""
-    import pygit2
 
     from opalgit.secrets.redact import scan_text
 
@@ -89,7 +95,7 @@ def check_branch_name(name: str) -> str:
         or "@{" in name
         or "//" in name
         or name in ("HEAD", "@")
-        or not pygit2.reference_is_valid_name(branch_ref(name))
+        or not valid_ref_name(branch_ref(name))
     )
     if bad:
         raise UsageError(
@@ -341,6 +347,12 @@ class RefStore:
                             f"{_short_ref(name)} changed while this command ran",
                             hint="another opal process updated it; run the command again",
                         )
+                    # git refuses a ref to an object it does not have; libgit2's
+                    # transaction would write it (and 'git fsck' then reports it).
+                    if new is not None and not self.repo.odb.exists(pygit2.Oid(raw=new)):
+                        raise _update_error(
+                            f"trying to write ref '{name}' with nonexistent object {new.hex()}", names
+                        )
                 for name in names:
                     old, new = changes[name]
                     if new is None:
@@ -360,9 +372,17 @@ def _update_error(stderr: str, names: list[str]) -> Exception:
     err = " ".join(ln.strip() for ln in stderr.splitlines() if ln.strip())
     err = err.removeprefix("fatal: ").removeprefix("error: ")
     clash = re.search(r"'(refs/[^']+)' exists; cannot create '(refs/[^']+)'", err)
-    if clash is not None or "blocking reference" in err:
+    # libgit2's words for the same: a ref below the new one, or one above it.
+    below = re.search(r"cannot lock ref '(refs/[^']+)', there are refs beneath that folder", err)
+    above = re.search(r"could not remove directory '[^']*?/(refs/[^']+)': parent is not directory", err)
+    if clash is not None or below is not None or above is not None or "blocking reference" in err:
         # git keeps refs as files: "x" and "x/y" cannot both exist.
-        there, wanted = clash.groups() if clash else ("a ref below it", names[0])
+        if clash is not None:
+            there, wanted = clash.groups()
+        elif above is not None:
+            there, wanted = "a ref above it", above.group(1)
+        else:
+            there, wanted = "a ref below it", below.group(1) if below is not None else names[0]
         return UsageError(
             f"{_short_ref(wanted)} cannot exist beside {_short_ref(there)}",
             hint="git stores a ref as a file, so 'x' and 'x/y' cannot both exist; choose another name",

@@ -247,6 +247,17 @@ class Repository:
         base = self.git.merge_base(pygit2.Oid(raw=a), pygit2.Oid(raw=b))
         return bytes(base.raw) if base is not None else None
 
+    def is_ancestor(self, ancestor: bytes, of: bytes) -> bool:
+        """Whether commit ``ancestor`` is ``of`` or in its history (False if either is missing)."""
+        if ancestor == of:
+            return True
+        import pygit2
+
+        try:
+            return self.git.descendant_of(pygit2.Oid(raw=of), pygit2.Oid(raw=ancestor))
+        except pygit2.GitError:
+            return False
+
     # -- finding and creating --------------------------------------------------------
 
     @classmethod

@@ -1,1 +1,1 @@
-"""Sharing state through git remotes: push, fetch, pull, and links to code commits."""
+"""Sharing state through git remotes: remotes, push, fetch, clone-state, and links to code commits."""

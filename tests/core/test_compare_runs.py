@@ -10,7 +10,7 @@ from opalgit import codec
 from opalgit.history import payloads, sequence
 from opalgit.history.model import Turn
 from opalgit.porcelain import diff as compare
-from opalgit.store.objects import MemoryObjectStore
+from opalgit.store.memory import MemoryObjectStore
 
 
 def item(n: int) -> sequence.Item:

@@ -19,7 +19,7 @@ from opalgit import codec, jsonl
 from opalgit.history import payloads, sequence
 from opalgit.history.model import Turn
 from opalgit.history.sequence import Item
-from opalgit.store.objects import MemoryObjectStore
+from opalgit.store.memory import MemoryObjectStore
 
 MB = 1 << 20
 

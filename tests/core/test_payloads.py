@@ -12,7 +12,8 @@ import pytest
 from opalgit import codec
 from opalgit.errors import CorruptObjectError
 from opalgit.history import payloads
-from opalgit.store.objects import GitObjectStore, MemoryObjectStore
+from opalgit.store.memory import MemoryObjectStore
+from opalgit.store.objects import GitObjectStore
 from tests.conftest import git
 
 

@@ -13,7 +13,8 @@ from opalgit import codec
 from opalgit.errors import CorruptObjectError
 from opalgit.history import payloads, sequence
 from opalgit.history.model import Turn
-from opalgit.store.objects import GitObjectStore, MemoryObjectStore
+from opalgit.store.memory import MemoryObjectStore
+from opalgit.store.objects import GitObjectStore
 from tests.conftest import git
 
 

@@ -28,9 +28,9 @@ from opalgit.store.repo import Repository
 from opalgit.sync import links
 
 if TYPE_CHECKING:
-    from opalgit.sync import remote
+    from opalgit.sync.fetch import FetchResult
 
-# opalgit.sync.remote is imported by the commands that talk to remotes, not here: the
+# opalgit.sync's push and fetch are imported by the commands that talk to remotes, not here: the
 # post-commit hook ('opal hook post-commit', run by every git commit) does not need it.
 
 # ------------------------------------------------------------------------------ hooks
@@ -359,10 +359,11 @@ def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, allow
       opal push origin main:alice/main
       opal push --force           # after 'opal fetch', overwrite theirs
     """
-    from opalgit.sync import remote
+    from opalgit.porcelain.secrets import gate
+    from opalgit.sync.push import push as push_state
 
     repo = c.repo()
-    res = remote.push(repo, os.environ, remote_name, branch, force=force, allow_secrets=allow_secrets)
+    res = push_state(repo, os.environ, remote_name, branch, force=force, allow_secrets=allow_secrets, gate=gate)
     if as_json:
         c.json(res.to_json())
         return
@@ -390,17 +391,17 @@ def fetch(c: Ctx, remote_name: str | None, as_json: bool) -> None:
       opal fetch upstream
       opal log origin/try-sqlite
     """
-    from opalgit.sync import remote
+    from opalgit.sync.fetch import fetch as fetch_state
 
     repo = c.repo()
-    res = remote.fetch(repo, os.environ, remote_name)
+    res = fetch_state(repo, os.environ, remote_name)
     if as_json:
         c.json(res.to_json())
         return
     _print_fetch(c, res)
 
 
-def _print_fetch(c: Ctx, res: remote.FetchResult) -> None:
+def _print_fetch(c: Ctx, res: FetchResult) -> None:
     if not res.changed:
         c.out(f"{res.remote}: up to date")
         return
@@ -441,10 +442,10 @@ def pull(c: Ctx, remote_name: str | None, branch: str | None, force: bool, as_js
       opal pull --force           # take theirs, even with fewer turns
       opal undo                   # back to where the branch was
     """
-    from opalgit.sync import remote
+    from opalgit.porcelain.pull import pull as pull_state
 
     repo = c.repo()
-    res = remote.pull(repo, os.environ, remote_name, branch, force=force)
+    res = pull_state(repo, os.environ, remote_name, branch, force=force)
     if as_json:
         c.json(res.to_json())
         return
@@ -486,12 +487,13 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
       opal clone-state git@example.com:team/app.git
       opal at HEAD~3              # the teammate's state at that code commit
     """
-    from opalgit.sync import remote
+    from opalgit.porcelain.pull import fast_forward
+    from opalgit.sync.clone import clone_state
 
     check_url(url, source="given to clone-state")  # before anything is set up
     porcelain.init(c.cwd)
     repo = c.repo()
-    res = remote.clone_state(repo, os.environ, url, name)
+    res = clone_state(repo, os.environ, url, name, start=fast_forward)
     if as_json:
         c.json(res.to_json())
         return
@@ -540,10 +542,10 @@ def _check_config(key: str, value: str) -> str:
 
         check_branch_name(value)
     if key.lower().startswith("remote.") and key.lower().endswith(".url"):
-        from opalgit.sync import remote
+        from opalgit.sync.remotes import check_remote_name
 
         name = key[len("remote.") : -len(".url")]
-        remote._check_remote_name(name)
+        check_remote_name(name)
         check_url(value, source=f"remote.{name}.url")
     return value
 
