@@ -35,10 +35,10 @@ Why this order, from what the modules import:
   binds it in ``porcelain/states.py``); the two modules that spoke the export contract
   of ``agents.base`` (budget, checkpoints) are steps of export and commit and moved to
   the porcelain.
-* sync sits below the porcelain: the porcelain's push and pull verbs and its secret scan
-  (``porcelain.secrets`` reads ``sync.links``) use it. ``sync.remote`` still reaches up
-  into the porcelain (KNOWN): the secret gate before a push and the merge rules of a pull
-  should be passed in, or the verbs should call sync with them.
+* sync sits below the porcelain: the porcelain's pull (``porcelain/pull.py``) and its
+  secret scan (``porcelain.secrets`` reads ``sync.links``) use it; what sync needs of the
+  porcelain is passed in (the secret gate a push runs, the fast-forward a cloned state
+  starts with).
 * hooks above the porcelain: a hook commits and pushes through it. The CLI above all of
   these.
 * server above the CLI, for now: ``server.client`` is the ``opal`` entry point and the
@@ -86,13 +86,6 @@ KNOWN = {
     ("opalgit.cli.main", "pygit2"),
     # The merge base: Repository.merge_base answers it now (history.revision uses it).
     ("opalgit.porcelain.merge", "pygit2"),
-    # Remotes, push callbacks and descendant_of: the libgit2 side belongs in the store.
-    ("opalgit.sync.remote", "pygit2"),
-    # Push runs the secret gate; pull merges with the rules of 'opal merge' and loads
-    # states through the porcelain: to be passed in by the porcelain's push and pull.
-    ("opalgit.sync.remote", "opalgit.porcelain.secrets"),
-    ("opalgit.sync.remote", "opalgit.porcelain.commit"),
-    ("opalgit.sync.remote", "opalgit.porcelain.merge"),
     # 'opal server start|stop|status' and the name a command runs under: the CLI
     # imports the server that sits above it while the server is the entry point.
     ("opalgit.cli.main", "opalgit.server.client"),
