@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import contextlib
 
 
+#: click's settings for every command and group: -h as well as --help, help text up to 100 columns.
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -70,6 +71,7 @@ class Ctx:
         click.echo(self.style("warning: ", fg="yellow", bold=True) + text, err=True, color=self.color)
 
 
+#: Hands a command the :class:`Ctx` that the group's options made (its first argument, ``c``).
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
