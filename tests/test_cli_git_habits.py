@@ -18,11 +18,13 @@ import time
 import pytest
 
 from opalgit.cli import gitdate
-from opalgit.cli.main import GIT_VERBS, cli, close_names, pager_command
+from opalgit.cli.context import pager_command
+from opalgit.cli.hints import GIT_VERBS, close_names
+from opalgit.cli.main import cli
 from opalgit.cli.render import blocks
 from opalgit.history.model import Normal
 from tests.conftest import git, opal
-from tests.core.test_porcelain import SESSION, grow, place
+from tests.core.test_porcelain import grow, place
 
 SID = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
 

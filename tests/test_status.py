@@ -1,5 +1,5 @@
 """``opal status`` speaks in turns and names the next command; a stopped merge's conflicts
-are listed by status and by merge with one renderer (opalgit/porcelain/status.py, opalgit/cli/main.py)."""
+are listed by status and by merge with one renderer (opalgit/porcelain/status.py, opalgit/cli/commands/merge.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shell completion: ``opal completion bash|zsh|fish``, and the candidates a TAB gets.
+"""Shell completion: the scripts ``opal completion bash|zsh|fish`` prints, and the candidates a TAB gets.
 
 The shells ask ``opal`` for candidates on every TAB by running it with
 ``_OPAL_COMPLETE`` set (click's protocol: ``bash_complete``, ``zsh_complete``,
@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 import click
 from click.shell_completion import BashComplete, CompletionItem, FishComplete, ZshComplete, split_arg_string
 
-from opalgit.cli.main import CONTEXT, Ctx, cli, pass_ctx
+from opalgit.cli.main import cli
 
 #: The environment variable the shell scripts set (click's ``_{PROG}_COMPLETE``).
 COMPLETE_VAR = "_OPAL_COMPLETE"
@@ -469,32 +469,6 @@ def main() -> int:
     sys.stdout.write(text if instruction.endswith("_source") else text + "\n")
     sys.stdout.flush()
     return 0
-
-
-# ------------------------------------------------------------------------------ the command
-
-
-@cli.command(context_settings=CONTEXT)
-@click.argument("shell", type=click.Choice(sorted(SHELLS)))
-@pass_ctx
-def completion(c: Ctx, shell: str) -> None:
-    """Print the shell completion script for SHELL (bash, zsh or fish).
-
-    Commands, options, branch names, remotes, agents, session ids and revisions
-    (HEAD, HEAD~N, BRANCH:N turns, A..B) complete on TAB. The script asks opal for candidates each
-    time, so it stays right across upgrades.
-
-    \b
-    Examples:
-      eval "$(opal completion bash)"      # this shell only (zsh: the same)
-      opal completion fish | source
-      opal completion bash > ~/.local/share/bash-completion/completions/opal
-      opal completion zsh > "${fpath[1]}/_opal"     # a folder on $fpath, before compinit
-      opal completion fish > ~/.config/fish/completions/opal.fish
-    """
-    text = answer(f"{shell}_source")
-    assert text is not None
-    click.echo(text, nl=False)
 
 
 __all__ = ["COMPLETE_VAR", "FREE", "SHELLS", "VALUES", "answer", "main", "walk"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 import click
 
 from opalgit.cli import render
-from opalgit.cli.main import CONTEXT, Ctx, cli, pass_ctx
+from opalgit.cli.context import CONTEXT, Ctx, pass_ctx
+from opalgit.cli.main import cli
 from opalgit.plural import count
 
 

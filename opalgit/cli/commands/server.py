@@ -16,8 +16,9 @@ import time
 
 import click
 
+from opalgit.cli.context import CONTEXT, Ctx, pass_ctx
 from opalgit.cli.jsonout import iso_seconds
-from opalgit.cli.main import CONTEXT, Ctx, cli, pass_ctx
+from opalgit.cli.main import cli
 from opalgit.errors import OpalError
 from opalgit.plural import count
 from opalgit.server import client
