@@ -81,14 +81,11 @@ ONLY_IN = {
 #: (importing module, imported module) pairs that break the rules above, in modules
 #: other changes own. Fix one, then remove it here (the test says so).
 KNOWN = {
-    # The CLI reads git's core.pager through libgit2's config when opal's has none:
-    # a store function (or `git config`) should answer it.
-    ("opalgit.cli.main", "pygit2"),
     # The merge base: Repository.merge_base answers it now (history.revision uses it).
     ("opalgit.porcelain.merge", "pygit2"),
     # 'opal server start|stop|status' and the name a command runs under: the CLI
     # imports the server that sits above it while the server is the entry point.
-    ("opalgit.cli.main", "opalgit.server.client"),
+    ("opalgit.cli.context", "opalgit.server.client"),
     ("opalgit.cli.commands.server", "opalgit.server.client"),
 }
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import click
 
-from opalgit.errors import OpalError
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass
 
@@ -91,20 +90,10 @@ def pager_command(env: Mapping[str, str], core_pager) -> str | None:
 
 
 def _core_pager(cwd: str) -> str | None:
-    """git's ``core.pager`` for this folder: the repository's config, then the user's
-    and the system's (libgit2 reads the same files git does)."""
-    import pygit2
+    """git's ``core.pager`` for this folder (store.repo reads git's config)."""
+    from opalgit.store.repo import git_config
 
-    try:
-        return Repository.discover(cwd).git.config["core.pager"]
-    except KeyError:
-        return None  # the repository's config, with the user's and the system's, has none
-    except (OpalError, OSError, ValueError, pygit2.GitError):
-        pass  # no repository here to read: the user's own config, if there is one
-    try:
-        return pygit2.Config.get_global_config()["core.pager"]
-    except (KeyError, OSError, ValueError, pygit2.GitError):
-        return None
+    return git_config(cwd, "core.pager")
 
 
 def _pager_runs(pager: str, c: "Ctx") -> bool:

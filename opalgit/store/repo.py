@@ -176,6 +176,24 @@ def _layout(git_dir: str, common_dir: str, *, bare: bool) -> tuple[bool, tuple[s
     return simple and owned, parse_shared(shared)
 
 
+def git_config(cwd: str, key: str) -> str | None:
+    """git's setting ``key`` (``core.pager``) for the folder ``cwd``: the repository's
+    config, then the user's and the system's (libgit2 reads the files git does); None
+    when none sets it. Outside a repository, the user's own config alone."""
+    import pygit2
+
+    try:
+        return Repository.discover(cwd).git.config[key]
+    except KeyError:
+        return None  # the repository's config, with the user's and the system's, has none
+    except (OpalError, OSError, ValueError, pygit2.GitError):
+        pass  # no repository here to read: the user's own config, if there is one
+    try:
+        return pygit2.Config.get_global_config()[key]
+    except (KeyError, OSError, ValueError, pygit2.GitError):
+        return None
+
+
 class Repository:
     """An opal store inside a git repository.
 
