@@ -1,14 +1,19 @@
-"""The adapter interface: how opal reads (and later writes) one agent's session files.
+"""The adapter interface: how opal reads and writes one agent's session files.
 
-An adapter is one module with one class. It is pure: it may read the agent's files
-and the environment mapping it is handed, but it never touches opal's store, never
-prints, and never imports another adapter. The registry
-(:mod:`opalgit.agents`) finds adapters through the ``opalgit.agents`` entry-point
-group; the built-in ones are registered the same way.
+An adapter is one class, by convention ``opalgit.agents.<agent>.adapter``, over the
+agent's ``files`` (where it keeps its sessions), ``read`` (parsing, normalizing) and
+``write`` (export) modules. It is pure: it may read the agent's files and the
+environment mapping it is handed, but it never touches opal's store, never prints,
+and never imports another adapter nor looks at another agent's format: it says how
+sure it is that a file is its own (:meth:`Adapter.sniff`), and the registry
+(:mod:`opalgit.agents`) compares the answers. The registry finds adapters through
+the ``opalgit.adapters`` entry-point group; the built-in ones are registered the
+same way. :mod:`opalgit.testing.adapters` is the contract every adapter passes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import os
@@ -144,6 +149,56 @@ class ReadResult:
                 f"end={self.end}, lines={self.lines}, extends={self.extends}, lazy={self.lazy})")
 
 
+#: The confidence of a sniff that needs no other adapter's opinion.
+CERTAIN = 1.0
+
+
+class NotThisAgent(InputError):
+    """A reader's refusal of a file that is not its agent's (:meth:`Adapter.refusing`).
+
+    ``own`` is what the file should have been ("a Claude Code session"); ``named_line``
+    the line an error naming the agent whose file it is points at (None: the file)."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, hint: str | None = None,
+                 own: str, named_line: int | None = None) -> None:
+        super().__init__(message, path=path, line=line, hint=hint)
+        self.own = own
+        self.named_line = named_line
+
+
+def sniff_lines(head: bytes, claim: Callable[[Any], float], cut: Callable[[bytes], float] | None = None,
+                lines: int = 20) -> float:
+    """An adapter's confidence that a JSON-lines file whose first bytes are ``head`` is
+    its own: what ``claim`` (0 to 1, above 0.5 when it claims at all) says of the first
+    parsed line it claims, halved for every JSON line before it. So, asked of every
+    adapter, the file is the one whose format its first recognisable line is, and a
+    line two formats could hold goes to the one that claims it more strongly.
+
+    Blank lines are passed over; a line that is not JSON refuses the file, unless it is
+    the last, which the head may have cut short (``cut`` may judge it from its start).
+    After ``lines`` JSON lines that ``claim`` does not claim, the answer is 0."""
+    if b"\x00" in head[:4096]:
+        return 0.0
+    rows = head.split(b"\n")
+    seen = 0
+    for n, raw in enumerate(rows):
+        if not raw.strip():
+            continue
+        try:
+            value = jsonl.parse(raw)
+        except jsonl.ParseFailure:
+            if n == len(rows) - 1 and cut is not None:
+                return cut(raw) * 0.5**seen
+            return 0.0
+        sure = claim(value)
+        if sure > 0:
+            return sure * 0.5**seen
+        seen += 1
+        if seen >= lines:
+            break
+    return 0.0
+
+
 class Adapter:
     """Base class of every agent adapter."""
 
@@ -151,6 +206,9 @@ class Adapter:
     name: str = ""
     #: Human name, used in messages.
     title: str = ""
+    #: What the agent's session files are called when another adapter is handed one
+    #: ("a Claude Code transcript").
+    file_kind: str = ""
     #: Whether one record's meaning depends on the records before it (a mutation log,
     #: such as Gemini's ``$set``/``$rewindTo`` lines), so that showing one turn means
     #: replaying the state. None: assume so when the adapter overrides
@@ -167,8 +225,11 @@ class Adapter:
         """The file of one session, wherever it is, or None."""
         raise NotImplementedError
 
-    def sniff(self, path: str, head: bytes) -> bool:
-        """True when the first bytes of ``path`` look like one of this agent's files."""
+    def sniff(self, path: str, head: bytes) -> float:
+        """How sure this adapter is that ``path``, whose first bytes are ``head``, is one
+        of its agent's files: 0 (not at all) to 1 (:data:`CERTAIN`). It looks at its own
+        format only; the registry asks every adapter and takes the surest
+        (:func:`opalgit.agents.detect`). :func:`sniff_lines` answers for JSON lines."""
         raise NotImplementedError
 
     def subagent_of(self, path: str, head: bytes) -> tuple[str, str | None] | None:
@@ -176,6 +237,24 @@ class Adapter:
         own: the parent session's id and its file (None when it is not where the agent
         keeps it). None for a session. Agents without subagent files keep this default."""
         return None
+
+    #: Given by the registry when it loads the adapter: the other adapter whose file
+    #: ``path`` looks like, or None (:func:`opalgit.agents.detect` without this one).
+    #: An adapter constructed by hand has none, and its refusals name no other agent.
+    others: Callable[[str], "Adapter | None"] | None = None
+
+    @contextlib.contextmanager
+    def refusing(self) -> Iterator[None]:
+        """Around a read: a :class:`NotThisAgent` from the reader becomes the error that
+        names the agent whose file it is, when the registry can tell (:attr:`others`)."""
+        try:
+            yield
+        except NotThisAgent as exc:
+            other = self.others(exc.path) if self.others is not None and exc.path else None
+            if other is None or not other.file_kind:
+                raise
+            raise InputError(f"this looks like {other.file_kind}, not {exc.own}", path=exc.path, line=exc.named_line,
+                             hint=f"import it with --agent {other.name}") from None
 
     # -- reading ------------------------------------------------------------------
 
@@ -278,6 +357,13 @@ def record_of(turn: Turn) -> Any:
     return None
 
 
+def iso(ms: int) -> str:
+    """Integer milliseconds as JavaScript's ``toISOString()`` writes them (UTC,
+    ``YYYY-MM-DDThh:mm:ss.mmmZ``), which every agent writes on its records."""
+    t = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
 def parse_time(value: Any) -> int | None:
     """A record timestamp (RFC 3339, or epoch seconds / milliseconds) as integer ms (UTC), or None.
 
@@ -336,20 +422,6 @@ class RawRecord:
     line: jsonl.Line
     value: Any  # parsed JSON, or None when the line is not JSON
     problem: str | None  # why the line is not JSON, or None
-
-
-#: What each agent's session files are called in messages.
-FILE_KINDS = {
-    "claude": "a Claude Code transcript",
-    "codex": "a Codex CLI rollout",
-    "gemini": "a Gemini CLI session",
-}
-
-
-def foreign_file(path: str, line: int | None, agent: str, own: str) -> InputError:
-    """The error for a file of another agent (``agent``) given where ``own`` was expected."""
-    return InputError(f"this looks like {FILE_KINDS[agent]}, not {own}", path=path, line=line,
-                      hint=f"import it with --agent {agent}")
 
 
 def bare_reason(problem: str) -> str:

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from opalgit import porcelain
-from opalgit.agents.claude.read import project_key
+from opalgit.agents.claude.files import project_key
 from opalgit.history import checkpoints, oplog
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git, opal

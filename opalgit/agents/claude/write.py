@@ -29,7 +29,6 @@ Pure: no store, no environment reads beyond ``req.env``, no printing.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -40,8 +39,8 @@ from typing import Any, Callable, Mapping
 
 from opalgit import jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, LossReport
-from opalgit.agents.claude.read import AGENT, ClaudeAdapter, project_key
+from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso
+from opalgit.agents.claude.files import AGENT, config_dir, project_key
 from opalgit.errors import UsageError
 from opalgit.history.model import Normal, Turn
 from opalgit.plural import count, noun
@@ -66,17 +65,12 @@ def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
 
-def _iso(ms: int) -> str:
-    t = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
 # ------------------------------------------------------------------------------ export
 
 
 def export(req: ExportRequest) -> ExportResult:
     """The session file that makes ``req.turns`` a resumable Claude Code session."""
-    conf = ClaudeAdapter.config_dir(req.env)
+    conf = config_dir(req.env)
     if conf is None:
         raise UsageError("cannot tell where Claude Code keeps its sessions", hint="set CLAUDE_CONFIG_DIR or HOME")
     sid = req.session_id
@@ -621,7 +615,7 @@ class _Writer:
         self.made += 1
         self.lines.append({
             "parentUuid": self.tip, "isSidechain": False, "type": kind, "message": message, "uuid": u,
-            "timestamp": _iso(t if t is not None else self.req.now_ms), "userType": "external",
+            "timestamp": iso(t if t is not None else self.req.now_ms), "userType": "external",
             "cwd": self.req.cwd, "sessionId": self.req.session_id, "version": CLAUDE_VERSION,
         })
         self.written.add(u)

@@ -44,7 +44,15 @@ from opalgit.agents.base import parse_time
 from opalgit.history.model import Normal, Turn
 from opalgit.structs import dataclass
 
-__all__ = ["message_normal", "normalize_record", "parse_time"]
+__all__ = ["AGENT", "document", "message_normal", "normalize_record", "parse_time"]
+
+AGENT = "gemini"
+#: The CLI drops user text starting with these on resume (isIgnoredUserContent).
+IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")
+NO_RESULT = "[opal: this tool call has no recorded result]"
+#: Prefix that keeps an exported user text from being dropped: JavaScript's trim()
+#: keeps U+200B, so the text no longer starts with "/" or "?".
+KEEP_PREFIX = "\u200b"
 
 #: Call ids answered near the end of the conversation, kept for incremental reads.
 ANSWERED_TAIL = 64
@@ -80,6 +88,20 @@ def _entries(rec: Mapping[str, Any], kind: str) -> list | None:
     src = rec.get("$set") if kind == "set" else rec
     msgs = src.get("messages") if isinstance(src, dict) else None
     return msgs if isinstance(msgs, list) else None
+
+
+def document(data: bytes) -> tuple[dict, list, str] | None:
+    """A legacy single-JSON session: (header, messages, list key), or None."""
+    try:
+        doc = jsonl.loads(data.decode("utf-8"))  # an integer of any length too
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    key = next((k for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
+    if key is None:
+        return None
+    return {k: v for k, v in doc.items() if k != key}, doc[key], key
 
 
 # -------------------------------------------------------------------------- normalizing

@@ -33,20 +33,21 @@ from typing import Any, Mapping
 
 from opalgit import jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, LossReport, reply_id
-from opalgit.agents.gemini.log import _SKIP, _content_string, _fr_ids, _is_id, _kind, _replay, _value_of, parse_time
-from opalgit.agents.gemini.read import (
+from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, reply_id
+from opalgit.agents.gemini.files import gemini_dir, load_registry, marker_owner, project_hash, read_text, slugify
+from opalgit.agents.gemini.log import (
+    _SKIP,
     AGENT,
     IGNORED_PREFIXES,
     KEEP_PREFIX,
     NO_RESULT,
-    _load_registry,
-    _marker_owner,
-    _read_text,
-    gemini_dir,
-    iso,
-    project_hash,
-    slugify,
+    _content_string,
+    _fr_ids,
+    _is_id,
+    _kind,
+    _replay,
+    _value_of,
+    parse_time,
 )
 from opalgit.errors import InputError
 from opalgit.history.model import Normal
@@ -132,10 +133,10 @@ def _project_folder(base: str, cwd: str, report: LossReport, post: list) -> tupl
     """
     tmp = os.path.join(base, "tmp")
     registry_path = os.path.join(base, "projects.json")
-    data, problem = _load_registry(registry_path)
+    data, problem = load_registry(registry_path)
     projects = data["projects"]
     slug = projects.get(cwd)
-    if slug and all(owner == cwd for owner in _marker_owner(base, slug)):
+    if slug and all(owner == cwd for owner in marker_owner(base, slug)):
         return os.path.join(tmp, slug), []
     legacy = os.path.join(tmp, project_hash(cwd))
     if not slug and os.path.isdir(legacy):
@@ -165,7 +166,7 @@ def _existing_slug(base: str, cwd: str) -> str | None:
         except OSError:
             continue
         for name in names:
-            text = _read_text(os.path.join(base, sub, name, ".project_root"))
+            text = read_text(os.path.join(base, sub, name, ".project_root"))
             if text is not None and text.strip() == cwd and re.fullmatch(r"[a-z0-9-]+", name):
                 return name
     return None
@@ -178,7 +179,7 @@ def _claim_slug(base: str, cwd: str, projects: Mapping[str, str]) -> str:
     while True:
         candidate = stem if n == 0 else f"{stem}-{n}"
         n += 1
-        if candidate in taken or any(owner != cwd for owner in _marker_owner(base, candidate)):
+        if candidate in taken or any(owner != cwd for owner in marker_owner(base, candidate)):
             continue
         return candidate
 
