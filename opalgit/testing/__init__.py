@@ -1,0 +1,11 @@
+"""Contract suites that ship with opal, for code that plugs into it.
+
+:mod:`opalgit.testing.adapters` is the contract every agent adapter passes: the
+built-in Claude Code, Codex CLI and Gemini CLI adapters run it on their real session
+files (``tests/adapters/test_contract.py``), and a fourth adapter runs the same checks
+on its own samples by subclassing :class:`~opalgit.testing.adapters.AdapterContract`.
+"""
+
+from opalgit.testing.adapters import AdapterContract
+
+__all__ = ["AdapterContract"]
