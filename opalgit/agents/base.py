@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import importlib
 import os
 import re
 import zlib
@@ -164,6 +165,54 @@ class NotThisAgent(InputError):
         super().__init__(message, path=path, line=line, hint=hint)
         self.own = own
         self.named_line = named_line
+
+
+def not_json_at_first(path: str, line: int, problem: str, own: str, hint: str) -> NotThisAgent:
+    """The refusal of a file whose first line is not JSON (``problem``: why), which a
+    reader of ``own`` ("a Claude Code session") hands :meth:`LineIndex.scan`."""
+    return NotThisAgent(f"the first line is not JSON ({bare_reason(problem)}); this is not {own}",
+                        path=path, line=line, hint=hint, own=own)
+
+
+def check_shape(path: str, judged: Sequence[tuple[int, bool]], what: str, hint: str, own: str) -> None:
+    """Refuse a file none of whose first JSON lines (``judged``: their line and whether
+    the reader claims it) is the reader's; ``what`` says what the file lacks. With no
+    JSON line yet (only a line still being written) there is no verdict."""
+    if not judged or any(mine for _, mine in judged):
+        return
+    line = judged[0][0]
+    raise NotThisAgent(what, path=path, line=line, hint=hint, own=own, named_line=line)
+
+
+def home_folder(env: Mapping[str, str], override: str, name: str) -> str | None:
+    """``$override`` when set and not empty, else ``$HOME/name`` (``%USERPROFILE%`` on
+    Windows); None without either: where an agent keeps its files."""
+    if env.get(override):
+        return env[override]
+    home = env.get("HOME") or env.get("USERPROFILE")
+    return os.path.join(home, name) if home else None
+
+
+def folder_forms(cwd: str) -> list[str]:
+    """``cwd`` and, when it differs, its real path: the folders an agent may have
+    recorded a session under (it may have been started through a link)."""
+    try:
+        real = os.path.realpath(cwd)
+    except (OSError, ValueError):
+        real = cwd
+    return [cwd] if real == cwd else [cwd, real]
+
+
+def reasoning_as_text(req: "ExportRequest", blk: Mapping[str, Any], report: "LossReport") -> str | None:
+    """What a foreign reasoning block becomes in an export: its text, when the request
+    keeps reasoning as marked text (counted ``reasoning:as_text``), else None, counted as
+    dropped (``reasoning:signed``: a vendor's signature cannot travel; else ``reasoning:foreign``)."""
+    text = blk.get("text") or ""
+    if req.reasoning == "text" and isinstance(text, str) and text.strip():
+        report.convert("reasoning:as_text")
+        return text
+    report.drop("reasoning:signed" if blk.get("signed") else "reasoning:foreign")
+    return None
 
 
 def sniff_lines(head: bytes, claim: Callable[[Any], float], cut: Callable[[bytes], float] | None = None,
@@ -330,6 +379,69 @@ class Adapter:
         if isinstance(turn.line, bytes):
             return turn.line
         raise InputError(f"a {turn.agent} turn has no source record to write back")
+
+
+class SessionFacts:
+    """What a read learns of its session line by line, kept in the read's state so that
+    an incremental read goes on from it: :class:`SessionInfo`'s fields, and those a
+    format adds (:attr:`FIELDS`). A reader subclasses it with the ``feed`` of its format."""
+
+    FIELDS: tuple[str, ...] = ("id", "cwd", "git_branch", "model", "title", "version")
+    AGENT = ""
+
+    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
+        s = dict(saved or {})
+        for key in self.FIELDS:
+            setattr(self, key, s.get(key))
+
+    def session(self) -> SessionInfo:
+        get = self.__dict__.get
+        return SessionInfo(self.AGENT, get("id") or "", get("cwd"), get("git_branch"), get("model"), get("title"),
+                           get("version"))
+
+    def saved(self) -> dict:
+        """The state form: every field that is known."""
+        return {k: getattr(self, k) for k in self.FIELDS if getattr(self, k) is not None}
+
+
+class PackageAdapter(Adapter):
+    """An adapter over an agent package laid out as the built-ins are: :attr:`files`
+    (``find_sessions``, ``find_session``), :attr:`reader` (``sniff``, ``read``,
+    ``normalize_record``, and ``normalize_many`` for a format that replays) and
+    :attr:`writer`, the name of the module with ``export`` (and, optionally,
+    ``replace_tool_outputs``), imported on the first export: reading commands never
+    load it. A subclass sets the three and its names."""
+
+    files: Any = None
+    reader: Any = None
+    writer: str = ""
+
+    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
+        return self.files.find_sessions(cwd, env)
+
+    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
+        return self.files.find_session(session_id, env)
+
+    def sniff(self, path: str, head: bytes) -> float:
+        return self.reader.sniff(path, head)
+
+    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        with self.refusing():
+            return self.reader.read(path, start=start, first_line=first_line, state=state)
+
+    def normalize_record(self, record: Any) -> Normal:
+        return self.reader.normalize_record(record)
+
+    def normalize_many(self, turns: list[Turn]) -> list[Normal]:
+        many = getattr(self.reader, "normalize_many", None)
+        return many(turns, self.normalize) if many is not None else super().normalize_many(turns)
+
+    def export(self, req: "ExportRequest") -> "ExportResult":
+        return importlib.import_module(self.writer).export(req)
+
+    def replace_tool_outputs(self, turn: Turn, replace: "Callable[[str, str], str | None]") -> Turn | None:
+        rewrite = getattr(importlib.import_module(self.writer), "replace_tool_outputs", None)
+        return rewrite(turn, replace) if rewrite is not None else None
 
 
 # ---------------------------------------------------------------------- timestamps

@@ -14,7 +14,7 @@ import os
 import stat
 from typing import Mapping
 
-from opalgit.agents.base import SessionFile
+from opalgit.agents.base import SessionFile, folder_forms, home_folder
 
 __all__ = ["base36", "config_dir", "find_session", "find_sessions", "java_string_hash", "legacy_project_key",
            "parent_file", "project_key", "projects_dir", "side_folder"]
@@ -65,13 +65,7 @@ def legacy_project_key(cwd: str) -> str:
 
 
 def _candidate_keys(cwd: str) -> list[str]:
-    cwds = [cwd]
-    try:
-        real = os.path.realpath(cwd)
-    except (OSError, ValueError):
-        real = cwd
-    if real != cwd:
-        cwds.append(real)
+    cwds = folder_forms(cwd)
     old_keep = _ASCII_ALNUM | {".", "_"}
     keys = (k for c in cwds for k in (project_key(c), legacy_project_key(c), _key(c, old_keep, False)))
     return list(dict.fromkeys(keys))
@@ -82,11 +76,7 @@ def _candidate_keys(cwd: str) -> list[str]:
 
 def config_dir(env: Mapping[str, str]) -> str | None:
     """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude``; None without either."""
-    conf = env.get("CLAUDE_CONFIG_DIR")
-    if conf:
-        return conf
-    home = env.get("HOME") or env.get("USERPROFILE")
-    return os.path.join(home, ".claude") if home else None
+    return home_folder(env, "CLAUDE_CONFIG_DIR", ".claude")
 
 
 def projects_dir(env: Mapping[str, str]) -> str | None:

@@ -34,20 +34,22 @@ from opalgit.agents.base import (
     CERTAIN,
     LINE_BLANK,
     LineIndex,
-    NotThisAgent,
     ReadResult,
     Record,
+    SessionFacts,
     View,
-    bare_reason,
+    check_shape,
+    not_json_at_first,
     open_session,
     parse_time,
     record_of,
+    sniff_lines,
 )
 from opalgit.agents.claude.files import AGENT, side_folder
 from opalgit.errors import InputError
-from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.history.model import Normal, Turn
 
-__all__ = ["claim", "normalize_many", "normalize_record", "parse_time", "read", "subagent_parent"]
+__all__ = ["claim", "normalize_many", "normalize_record", "parse_time", "read", "sniff", "subagent_parent"]
 
 #: How many uuids of the active view's end the incremental state remembers.
 TAIL_SIZE = 8
@@ -87,6 +89,11 @@ def claim(obj: Any) -> float:
     return 0.75 if isinstance(kind, str) and "sessionId" in obj else 0.0
 
 
+def sniff(path: str, head: bytes) -> float:
+    """How surely a file whose first bytes are ``head`` is a Claude Code transcript."""
+    return sniff_lines(head, claim)
+
+
 def _parent_of(rec: Mapping[str, Any], prev: str | None) -> str | None:
     """The tree parent of a record: ``parentUuid``, else ``logicalParentUuid``.
 
@@ -116,7 +123,7 @@ _TREE_KEYS = ("uuid", "parentUuid", "logicalParentUuid", "type", "isSidechain", 
 def _facts(rec: Any, names: dict[str, str]) -> dict | None:
     """What the uuid tree needs of a parsed line (None when it needs nothing).
 
-    The first pass of :meth:`ClaudeAdapter.read` keeps this instead of the record, so
+    The first pass of :func:`read` keeps this instead of the record, so
     a file's views cost a small dict per uuid line, whatever the size of its records.
     Ids are shared through ``names`` (a ``parentUuid`` is usually the previous line's
     ``uuid``) so each is held once.
@@ -287,18 +294,14 @@ def normalize_record(rec: Any) -> Normal:
 # ------------------------------------------------------------------------ session info
 
 
-class _Info:
-    """Accumulates :class:`SessionInfo` over records; serializable into the state."""
+class _Info(SessionFacts):
+    """The session's facts (:class:`~.base.SessionFacts`), with the rank of its title."""
+
+    AGENT = AGENT
 
     def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
-        s = dict(saved or {})
-        self.id: str | None = s.get("id")
-        self.cwd: str | None = s.get("cwd")
-        self.branch: str | None = s.get("git_branch")
-        self.model: str | None = s.get("model")
-        self.title: str | None = s.get("title")
-        self.rank: int = int(s.get("rank") or 0)
-        self.version: str | None = s.get("version")
+        super().__init__(saved)
+        self.rank: int = int(dict(saved or {}).get("rank") or 0)
         self.ids: list[str] = []
 
     def feed(self, rec: Mapping[str, Any]) -> None:
@@ -308,7 +311,7 @@ class _Info:
         if self.cwd is None and _is_id(rec.get("cwd")):
             self.cwd = rec["cwd"]
         if _is_id(rec.get("gitBranch")):
-            self.branch = rec["gitBranch"]
+            self.git_branch = rec["gitBranch"]
         if _is_id(rec.get("version")):
             self.version = rec["version"]
         kind = rec.get("type")
@@ -335,9 +338,6 @@ class _Info:
             self.id = stem
         else:
             self.id = self.ids[0]
-
-    def session(self) -> SessionInfo:
-        return SessionInfo(AGENT, self.id or "", self.cwd, self.branch, self.model, self.title, self.version)
 
     def saved(self) -> dict:
         """The state form: :meth:`SessionInfo.to_map` plus the title's rank."""
@@ -625,6 +625,40 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
 
     Returns (extends, the tree part of the new state).
     """
+    old_leaf, tail, desc, prev, groups = _old_tree(old)
+    # The lines of the tail's replies are on the active view too, however far back.
+    known = set(tail) | ({old_leaf} if old_leaf else set()) | set(groups)
+    new = _Grown.of(values, old_leaf, known, prev)
+    if new is None or not new.rooted(old_leaf, known):
+        return False, {}
+    # ``parent`` holds only new nodes, so these walks stop at the first old one.
+    leaves = _leaves(new.parent, new.cands)
+    new_leaf = leaves[-1] if leaves else None
+    replies = new.regroup(groups, old.get("replies"))
+    chain = _new_chain(new_leaf, new.parent, new.facts, known, groups) if new_leaf else set()
+    if any(leaf not in chain for leaf in leaves[:-1]):
+        return False, {}  # a genuine fork among the new lines (or one this cannot tell): read it all
+    if new_leaf is not None and old_leaf is not None and new.root_of(new_leaf) not in desc:
+        # Not below the old leaf: still the same conversation when the old leaf is a line
+        # of the reply (or a result of the reply) that the new lines hang from, the way
+        # Claude Code writes parallel calls: results and the next turn under the first
+        # call's line, after the later calls' lines.
+        root = new.root_of(new_leaf)
+        if root not in known or groups.get(root) is None or groups.get(root) != groups.get(old_leaf):
+            return False, {}
+    allowed = chain | desc  # (desc: the old leaf and the old lines below it)
+    if old_leaf is not None and groups.get(old_leaf) is not None:
+        # Claude Code points last-prompt at a line of the reply being answered (the last
+        # result it wrote), which may be any line of the old leaf's reply.
+        allowed |= {u for u, g in groups.items() if g == groups[old_leaf]}
+    if any(p not in allowed for p in new.prompts):
+        return False, {}
+    return True, new.state(new_leaf or old_leaf, new_leaf, tail, desc, groups, replies)
+
+
+def _old_tree(old: Mapping[str, Any]) -> tuple[str | None, list[str], set[str], str | None, dict[str, str]]:
+    """The tree part of an incremental read's old state, checked: the old leaf, the
+    tail, the old lines below the leaf (with it), the last uuid and the reply groups."""
     old_leaf = old.get("leaf") if _is_id(old.get("leaf")) else None
     tail = [u for u in old.get("tail") or [] if _is_id(u)]
     desc = {u for u in old.get("desc") or [] if _is_id(u)}
@@ -633,107 +667,103 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
     prev = old.get("last") if _is_id(old.get("last")) else None
     groups = {u: g for u, g in (old.get("groups") or {}).items() if _is_id(u) and _is_id(g)} \
         if isinstance(old.get("groups"), dict) else {}
-    # The lines of the tail's replies are on the active view too, however far back.
-    known = set(tail) | ({old_leaf} if old_leaf else set()) | set(groups)
+    return old_leaf, tail, desc, prev, groups
 
-    parent: dict[str, str | None] = {}
-    values_by: dict[str, dict] = {}  # each new uuid line's facts
-    order: list[str] = []
-    cands: dict[str, int] = {}
-    main: list[str] = []
-    prompts: list[str] = []
-    for i, rec in enumerate(values):
-        if not isinstance(rec, dict):
-            continue
-        if rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
-            prompts.append(rec["leafUuid"])
-        u = rec.get("uuid")
-        if not _is_id(u):
-            continue
-        if u in parent or u in known:
-            return False, {}  # a repeated uuid rewrites the tree: read it all again
-        p0 = _parent_of(rec, prev)
-        if (
-            (p0 is None or (p0 not in parent and p0 not in known))
-            and (rec.get("boundary") or _is_candidate(rec))
-            and (old_leaf is not None or cands)
-        ):
-            # A second root, or a compaction whose leaf is not in the file: the whole
-            # file's tree hangs it under the conversation before it (_Tree), which these
-            # new lines alone cannot tell: read it all again.
-            return False, {}
-        parent[u] = p0
-        values_by[u] = rec
-        prev = u
-        order.append(u)
-        if rec.get("isSidechain") is not True:
-            main.append(u)
-            if _is_candidate(rec):
-                cands[u] = i
 
-    def root_of(u: str) -> str | None:
+class _Grown:
+    """The new lines of an incremental read as the uuid tree sees them (:func:`_extension`)."""
+
+    def __init__(self, prev: str | None) -> None:
+        self.parent: dict[str, str | None] = {}  # new uuid -> its parent (old, new or None)
+        self.facts: dict[str, dict] = {}  # each new uuid line's facts
+        self.order: list[str] = []
+        self.cands: dict[str, int] = {}
+        self.main: list[str] = []
+        self.prompts: list[str] = []
+        self.prev = prev  # the last uuid so far
+
+    @classmethod
+    def of(cls, values: list[Any], old_leaf: str | None, known: set[str], prev: str | None) -> "_Grown | None":
+        """The new lines' nodes, or None when they rewrite the tree (read it all again)."""
+        new = cls(prev)
+        for i, rec in enumerate(values):
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
+                new.prompts.append(rec["leafUuid"])
+            u = rec.get("uuid")
+            if not _is_id(u):
+                continue
+            if u in new.parent or u in known:
+                return None  # a repeated uuid rewrites the tree: read it all again
+            p0 = _parent_of(rec, new.prev)
+            if (
+                (p0 is None or (p0 not in new.parent and p0 not in known))
+                and (rec.get("boundary") or _is_candidate(rec))
+                and (old_leaf is not None or new.cands)
+            ):
+                # A second root, or a compaction whose leaf is not in the file: the whole
+                # file's tree hangs it under the conversation before it (_Tree), which these
+                # new lines alone cannot tell: read it all again.
+                return None
+            new.parent[u] = p0
+            new.facts[u] = rec
+            new.prev = u
+            new.order.append(u)
+            if rec.get("isSidechain") is not True:
+                new.main.append(u)
+                if _is_candidate(rec):
+                    new.cands[u] = i
+        return new
+
+    def root_of(self, u: str) -> str | None:
         """The first old (or missing) node above the new node ``u``."""
         seen = set()
-        p = parent.get(u)
-        while p is not None and p in parent and p not in seen:
+        p = self.parent.get(u)
+        while p is not None and p in self.parent and p not in seen:
             seen.add(p)
-            p = parent.get(p)
+            p = self.parent.get(p)
         return p
 
-    for u in main:
-        # Through new sidechain nodes too: the old node they hang from must be a known one.
-        p = root_of(u)
-        if p is None:
-            if old_leaf is not None:
-                return False, {}
-        elif p not in parent and p not in known:
-            return False, {}
-    # ``parent`` holds only new nodes, so these walks stop at the first old one.
-    leaves = _leaves(parent, cands)
-    new_leaf = leaves[-1] if leaves else None
-    # The old tail's reply lines are those whose group is their own message id's: their
-    # uuids are not message ids, so a result line's group names another line's reply.
-    replies = {u: g for u, g in groups.items() if u in set(old.get("replies") or ())}
-    for u in order:
-        f = values_by[u]
-        if f.get("mid") is not None and f.get("isSidechain") is not True:
-            replies[u] = f["mid"]
-        g = _group(u, f.get("mid"), bool(f.get("answers")), parent.get(u), replies)
-        if g is not None and f.get("isSidechain") is not True:
-            groups[u] = g
-    chain = _new_chain(new_leaf, parent, values_by, known, groups) if new_leaf else set()
-    if any(leaf not in chain for leaf in leaves[:-1]):
-        return False, {}  # a genuine fork among the new lines (or one this cannot tell): read it all
-    if new_leaf is not None and old_leaf is not None and root_of(new_leaf) not in desc:
-        # Not below the old leaf: still the same conversation when the old leaf is a line
-        # of the reply (or a result of the reply) that the new lines hang from, the way
-        # Claude Code writes parallel calls: results and the next turn under the first
-        # call's line, after the later calls' lines.
-        root = root_of(new_leaf)
-        if root not in known or groups.get(root) is None or groups.get(root) != groups.get(old_leaf):
-            return False, {}
-    allowed = chain | desc  # (desc: the old leaf and the old lines below it)
-    if old_leaf is not None and groups.get(old_leaf) is not None:
-        # Claude Code points last-prompt at a line of the reply being answered (the last
-        # result it wrote), which may be any line of the old leaf's reply.
-        allowed |= {u for u, g in groups.items() if g == groups[old_leaf]}
-    if any(p not in allowed for p in prompts):
-        return False, {}
+    def rooted(self, old_leaf: str | None, known: set[str]) -> bool:
+        """Whether every new main-chain line hangs from a known old line (through new
+        sidechain lines too), or, in a file with no old leaf, from nothing."""
+        for u in self.main:
+            p = self.root_of(u)
+            if p is None:
+                if old_leaf is not None:
+                    return False
+            elif p not in self.parent and p not in known:
+                return False
+        return True
 
-    new_tail = list(dict.fromkeys(tail + main))[-TAIL_SIZE:]
-    if new_leaf is not None:
-        below = {u for u in order if new_leaf in _ancestry(parent, u)}
-    else:
-        below = desc | {u for u in order if root_of(u) in desc}
-    state = {
-        "leaf": new_leaf or old_leaf,
-        "tail": new_tail,
-        "desc": [u for u in new_tail if u in below],
-        "last": prev,
-        "groups": (kept := {u: g for u, g in groups.items() if g in {groups.get(t) for t in new_tail} - {None}}),
-        "replies": [u for u in kept if u in replies],
-    }
-    return True, state
+    def regroup(self, groups: dict[str, str], old_replies: Any) -> dict[str, str]:
+        """Put the new lines in ``groups`` (their reply, :func:`_group`); the reply lines
+        (line -> its ``message.id``) of the old tail and the new lines."""
+        # The old tail's reply lines are those whose group is their own message id's: their
+        # uuids are not message ids, so a result line's group names another line's reply.
+        replies = {u: g for u, g in groups.items() if u in set(old_replies or ())}
+        for u in self.order:
+            f = self.facts[u]
+            if f.get("mid") is not None and f.get("isSidechain") is not True:
+                replies[u] = f["mid"]
+            g = _group(u, f.get("mid"), bool(f.get("answers")), self.parent.get(u), replies)
+            if g is not None and f.get("isSidechain") is not True:
+                groups[u] = g
+        return replies
+
+    def state(self, leaf: str | None, new_leaf: str | None, tail: list[str], desc: set[str],
+              groups: Mapping[str, str], replies: Mapping[str, str]) -> dict:
+        """The tree part of the new state once the new lines extend the old view."""
+        new_tail = list(dict.fromkeys(tail + self.main))[-TAIL_SIZE:]
+        if new_leaf is not None:
+            below = {u for u in self.order if new_leaf in _ancestry(self.parent, u)}
+        else:
+            below = desc | {u for u in self.order if self.root_of(u) in desc}
+        wanted = {groups.get(t) for t in new_tail} - {None}
+        kept = {u: g for u, g in groups.items() if g in wanted}
+        return {"leaf": leaf, "tail": new_tail, "desc": [u for u in new_tail if u in below], "last": self.prev,
+                "groups": kept, "replies": [u for u in kept if u in replies]}
 
 
 def _new_chain(leaf: str, parent: Mapping[str, str | None], facts: Mapping[str, dict], known: set[str],
@@ -855,22 +885,13 @@ def _open(path: str):
 
 
 def _first_line_error(path: str, line: int, problem: str) -> InputError:
-    return NotThisAgent(f"the first line is not JSON ({bare_reason(problem)}); this is not a Claude Code session",
-                        path=path, line=line, hint="give the path of a .jsonl transcript under ~/.claude/projects",
-                        own=OWN)
+    return not_json_at_first(path, line, problem, OWN, "give the path of a .jsonl transcript under ~/.claude/projects")
 
 
 def _check_shape(path: str, judged: list[tuple[int, bool]]) -> None:
-    """Refuse files that hold no Claude Code entry near the top.
-
-    ``judged`` is (line, Claude's) of the first :data:`_SHAPE_LINES` JSON lines.
-    """
-    if not judged or any(mine for _, mine in judged):
-        return  # nothing but a line still being written: no verdict yet
-    line = judged[0][0]
-    raise NotThisAgent("this JSON-lines file has no Claude Code entries (no type with uuid or sessionId)",
-                       path=path, line=line, hint="give the path of a .jsonl transcript under "
-                       "~/.claude/projects, or pick the right --agent", own=OWN, named_line=line)
+    """Refuse files that hold no Claude Code entry near the top (:func:`~.base.check_shape`)."""
+    check_shape(path, judged, "this JSON-lines file has no Claude Code entries (no type with uuid or sessionId)",
+                "give the path of a .jsonl transcript under ~/.claude/projects, or pick the right --agent", OWN)
 
 
 def subagent_parent(head: bytes) -> str | None:

@@ -15,7 +15,7 @@ import re
 from typing import IO, Any, Iterator, Mapping
 
 from opalgit import codec, jsonl
-from opalgit.agents.base import SessionFile, open_session
+from opalgit.agents.base import SessionFile, home_folder, open_session
 from opalgit.agents.codex.format import AGENT, is_str
 from opalgit.errors import CorruptObjectError, InputError
 
@@ -38,11 +38,7 @@ def rollout_name(path: str) -> tuple[str, str | None] | None:
 
 def codex_home(env: Mapping[str, str]) -> str | None:
     """``$CODEX_HOME`` when set and non-empty, else ``$HOME/.codex``; None without either."""
-    home = env.get("CODEX_HOME")
-    if home:
-        return home
-    user = env.get("HOME") or env.get("USERPROFILE")
-    return os.path.join(user, ".codex") if user else None
+    return home_folder(env, "CODEX_HOME", ".codex")
 
 
 def is_zst(path: str, head: bytes = b"") -> bool:

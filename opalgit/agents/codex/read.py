@@ -11,7 +11,7 @@ they roll back. Paginated (``ordinal``) and legacy lines may be mixed in one fil
 
 The model sees ``response_item`` lines; ``event_msg`` lines repeat the conversation
 for the UI and are ``meta`` here, so nothing is counted twice. Normalized blocks use
-the shared vocabulary (see :mod:`.claude`): ``text``, ``image``, ``reasoning``
+the shared vocabulary (see :mod:`opalgit.agents.claude.read`): ``text``, ``image``, ``reasoning``
 (``signed`` when OpenAI's ``encrypted_content`` is present), ``tool_call`` (``input``
 is the parsed arguments object, or the raw string for freeform tools),
 ``tool_result`` and ``other``.
@@ -35,15 +35,16 @@ from opalgit import jsonl
 from opalgit.agents.base import (
     CERTAIN,
     LineIndex,
-    NotThisAgent,
     ReadResult,
     Record,
     View,
-    bare_reason,
+    check_shape,
+    not_json_at_first,
     parse_time,
     reopen,
+    sniff_lines,
 )
-from opalgit.agents.codex.files import open_rollout, rollout_name
+from opalgit.agents.codex.files import decompressed_head, is_zst, open_rollout, rollout_name
 from opalgit.agents.codex.format import (
     AGENT,
     CALLS,
@@ -58,7 +59,7 @@ from opalgit.agents.codex.threads import child_threads
 from opalgit.errors import InputError
 from opalgit.history.model import Normal, SessionInfo
 
-__all__ = ["claim", "claim_cut", "normalize_record", "parse_time", "read"]
+__all__ = ["claim", "claim_cut", "normalize_record", "parse_time", "read", "sniff"]
 
 STATE_VERSION = 1
 _SHAPE_LINES = 64
@@ -91,6 +92,15 @@ def claim_cut(raw: bytes) -> float:
     """A rollout line the head cut short: its envelope's start names a RolloutItem kind."""
     m = _CUT_LINE_RE.match(raw.lstrip())
     return CERTAIN if m and m.group(1).decode() in ROLLOUT_KINDS else 0.0
+
+
+def sniff(path: str, head: bytes) -> float:
+    """How surely a file whose first bytes are ``head`` is a rollout (a ``.zst`` one's text)."""
+    if is_zst(path, head):
+        head = decompressed_head(path, head)
+        if head is None:
+            return 0.0
+    return sniff_lines(head, claim, claim_cut)
 
 
 # -------------------------------------------------------------------------- normalizing
@@ -369,19 +379,10 @@ def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None =
 
 
 def _first_line_error(path: str, line: int, problem: str) -> InputError:
-    return NotThisAgent(f"the first line is not JSON ({bare_reason(problem)}); this is not a Codex CLI rollout",
-                        path=path, line=line, hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions",
-                        own=OWN)
+    return not_json_at_first(path, line, problem, OWN, "give the path of a rollout-*.jsonl file under ~/.codex/sessions")
 
 
 def _check_shape(path: str, judged: list[tuple[int, bool]]) -> None:
-    """Refuse files that hold no Codex line near the top.
-
-    ``judged`` is (line, Codex's) of the first :data:`_SHAPE_LINES` JSON lines.
-    """
-    if not judged or any(mine for _, mine in judged):
-        return  # nothing but a line still being written: no verdict yet
-    line = judged[0][0]
-    raise NotThisAgent("this JSON-lines file has no Codex CLI rollout lines (no type with a payload)",
-                       path=path, line=line, own=OWN, named_line=line,
-                       hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent")
+    """Refuse files that hold no Codex line near the top (:func:`~.base.check_shape`)."""
+    check_shape(path, judged, "this JSON-lines file has no Codex CLI rollout lines (no type with a payload)",
+                "give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent", OWN)

@@ -33,7 +33,16 @@ from typing import Any, Mapping
 
 from opalgit import jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, parse_time, record_of, reply_id
+from opalgit.agents.base import (
+    ExportRequest,
+    ExportResult,
+    LossReport,
+    iso,
+    parse_time,
+    reasoning_as_text,
+    record_of,
+    reply_id,
+)
 from opalgit.agents.codex import statedb as codex_state
 from opalgit.agents.codex import threads as codex_threads
 from opalgit.agents.codex.files import codex_home
@@ -435,15 +444,10 @@ class _Writer:
         self.open_turn = None
 
     def _reasoning(self, blk: dict, t: int | None) -> None:
-        text = blk.get("text") or ""
-        if self.req.reasoning == "text" and text:
+        text = reasoning_as_text(self.req, blk, self.report)
+        if text is not None:
             # UI only: a reasoning item would be sent to the API, which cannot verify foreign reasoning.
             self._line("event_msg", {"type": "agent_reasoning", "text": text}, t)
-            self.report.convert("reasoning:as_text")
-        elif blk.get("signed"):
-            self.report.drop("reasoning:signed")
-        else:
-            self.report.drop("reasoning:foreign")
 
     def _call(self, agent: str, blk: dict, t: int | None) -> None:
         orig = blk.get("id")

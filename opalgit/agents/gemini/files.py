@@ -17,7 +17,7 @@ import re
 from typing import Any, Mapping
 
 from opalgit import fileio, jsonl
-from opalgit.agents.base import SessionFile
+from opalgit.agents.base import SessionFile, folder_forms
 from opalgit.agents.gemini.log import AGENT, IGNORED_PREFIXES, _content_string, _is_id, _replay, document
 from opalgit.errors import InputError
 
@@ -97,13 +97,7 @@ def marker_owner(base: str, slug: str) -> list[str]:
 
 def project_dirs(base: str, cwd: str) -> list[str]:
     """Folders under ``<base>/tmp`` that may hold ``cwd``'s chats: slug first, then hash."""
-    roots = [cwd]
-    try:
-        real = os.path.realpath(cwd)
-    except (OSError, ValueError):
-        real = cwd
-    if real != cwd:
-        roots.append(real)
+    roots = folder_forms(cwd)
     projects = load_registry(os.path.join(base, "projects.json"))[0]["projects"]
     out: list[str] = []
     for root in roots:

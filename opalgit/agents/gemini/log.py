@@ -19,8 +19,8 @@ that each message is counted once:
   a record) is ``meta`` with label ``gemini:duplicate-result``.
 
 :func:`normalize_record` sees one line without that context and treats every message
-as live (what :meth:`.gemini.GeminiAdapter.normalize` returns);
-:meth:`.gemini.GeminiAdapter.normalize_many` gives the replayed view of a whole list
+as live (what :meth:`.adapter.GeminiAdapter.normalize` returns);
+:meth:`.adapter.GeminiAdapter.normalize_many` gives the replayed view of a whole list
 of turns.
 
 Normalized blocks (the shared vocabulary, see :mod:`opalgit.agents.claude.read`):
@@ -31,7 +31,7 @@ name, output, is_error}``; ``other`` ``{kind}``. A ``gemini`` message is ``assis
 and carries its calls *and* their results (``toolCalls[].result``) in the same
 normal, results after the calls (so its summary kind is ``tool_call``).
 
-Used by :mod:`.gemini` (reading) and :mod:`.gemini_export` (writing). Pure: parsed
+Used by :mod:`.read`, :mod:`.write` and :mod:`.files`. Pure: parsed
 values in, normals out; no files, no environment, no printing.
 """
 

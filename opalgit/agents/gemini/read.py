@@ -45,8 +45,10 @@ from opalgit.agents.base import (
     NotThisAgent,
     ReadResult,
     Record,
+    SessionFacts,
     View,
-    bare_reason,
+    check_shape,
+    not_json_at_first,
     open_session,
     reopen,
 )
@@ -69,7 +71,7 @@ from opalgit.agents.gemini.log import (
     parse_time,
 )
 from opalgit.errors import InputError
-from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.history.model import Normal, Turn
 
 __all__ = ["normalize_many", "normalize_record", "parse_time", "read", "sniff"]
 
@@ -237,16 +239,12 @@ def _split_records(rec: Record, i: int, gave: list[str], credited: Mapping[int, 
     return out
 
 
-class _Info:
-    """Accumulates :class:`SessionInfo` over records; serializable into the state."""
+class _Info(SessionFacts):
+    """The session's facts (:class:`~.base.SessionFacts`): the header's ``projectHash``
+    (``hash``) proves the project folder."""
 
-    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
-        s = dict(saved or {})
-        self.id: str | None = s.get("id")
-        self.hash: str | None = s.get("hash")
-        self.cwd: str | None = s.get("cwd")
-        self.model: str | None = s.get("model")
-        self.title: str | None = s.get("title")
+    FIELDS = ("id", "hash", "cwd", "model", "title")
+    AGENT = AGENT
 
     def feed(self, rec: Any) -> None:
         kind = _kind(rec)
@@ -270,18 +268,11 @@ class _Info:
         if self.cwd is None and self.hash is not None:
             self.cwd = cwd_for(path, self.hash)
 
-    def session(self) -> SessionInfo:
-        return SessionInfo(agent=AGENT, id=self.id or "", cwd=self.cwd, model=self.model, title=self.title)
-
-    def saved(self) -> dict:
-        out = {"id": self.id, "hash": self.hash, "cwd": self.cwd, "model": self.model, "title": self.title}
-        return {k: v for k, v in out.items() if v is not None}
 
 
 def _not_a_session(path: str, line: int, problem: str) -> InputError:
-    return NotThisAgent(f"the first line is not JSON ({bare_reason(problem)}); this is not a Gemini CLI session",
-                      path=path, line=line, hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats",
-                        own=OWN)
+    return not_json_at_first(path, line, problem, OWN,
+                             "give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
 
 
 def _is_gemini(rec: Any) -> bool:
@@ -498,16 +489,10 @@ def _read_document(path: str, doc: tuple[dict, list, str], data: bytes) -> ReadR
 
 
 def _check_shape(path: str, judged: list[tuple[int, bool]]) -> None:
-    """Refuse files with no Gemini CLI record near the top.
-
-    ``judged`` is (line, is Gemini's) of the first JSON lines.
-    """
-    if not judged or any(mine for _, mine in judged):
-        return
-    raise NotThisAgent("this JSON-lines file has no Gemini CLI records (no sessionId/projectHash header, "
-                     "message ids, $set or $rewindTo)", path=path, line=judged[0][0],
-                     hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats, "
-                          "or pick the right --agent", own=OWN, named_line=judged[0][0])
+    """Refuse files with no Gemini CLI record near the top (:func:`~.base.check_shape`)."""
+    check_shape(path, judged, "this JSON-lines file has no Gemini CLI records (no sessionId/projectHash header, "
+                "message ids, $set or $rewindTo)", "give the path of a session-*.jsonl file under "
+                "~/.gemini/tmp/<project>/chats, or pick the right --agent", OWN)
 
 
 def normalize_many(turns: list[Turn], normalize: Callable[[Turn], Normal]) -> list[Normal]:
