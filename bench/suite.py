@@ -647,7 +647,7 @@ class Bench:
     # --------------------------------------------------------------------- 7 hooks
 
     def bench_hooks(self) -> None:
-        from opalgit.agents.claude.read import project_key
+        from opalgit.agents.claude.files import project_key
 
         cfg = self.cfg
         size = cfg.import_sizes[0]
@@ -721,7 +721,7 @@ class Bench:
 
     def _hooks_100(self, n: int, plain_walls: list[float]) -> None:
         """The hook with 100 new turns recorded by each code commit."""
-        from opalgit.agents.claude.read import project_key
+        from opalgit.agents.claude.files import project_key
 
         marks = tuple(200 + 100 * i for i in range(n + 1))
         grown = self.session("claude", turns=marks[-1], seed=3, marks=marks)

@@ -142,7 +142,7 @@ def test_a_session_that_grows_while_it_is_read(project, home):
         pass
     st = porcelain.load_state(repo, porcelain.resolve(repo, "HEAD").oid)
     assert st.header.items == len(data)
-    from opalgit.agents.claude.read import ClaudeAdapter
+    from opalgit.agents.claude.adapter import ClaudeAdapter
 
     whole = [it.id for it in _items(ClaudeAdapter().read(path).records)]
     assert [si.item.id for si in sequence.iter_items(repo.store, st.root)] == whole

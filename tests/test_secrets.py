@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from opalgit import codec, porcelain
-from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.agents.claude.adapter import ClaudeAdapter
 from opalgit.porcelain import export as exporting
 from opalgit.porcelain import secrets as redaction
 from opalgit.porcelain.secrets import gate

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from opalgit.agents.claude.read import project_key
+from opalgit.agents.claude.files import project_key
 from opalgit.server import client
 from tests.conftest import ROOT
 from tests.core.test_porcelain import SESSION

@@ -1,6 +1,7 @@
-"""The adapter registry: one place that knows which agents opal can read and write.
+"""The adapter registry: one place that knows which agents opal can read and write,
+and which agent wrote a file (:func:`detect`).
 
-Adapters are found through the ``opalgit.agents`` entry-point group, so a fourth
+Adapters are found through the ``opalgit.adapters`` entry-point group, so a fourth
 agent is one module plus one line in its package's metadata. The built-in adapters
 are declared in opal's own ``pyproject.toml`` in the same group and listed here in
 :data:`BUILTIN`, so opal runs the same from a source tree that was never installed
@@ -14,27 +15,36 @@ entry point in the group other than the built-ins. That is checked first by
 :func:`_only_builtins`, which reads the ``entry_points.txt`` files on ``sys.path``
 directly and answers "only the built-ins" only when it is sure; in any doubt the
 registry asks ``importlib.metadata`` as before, so the adapters found are the same.
+
+Format detection is the registry's: each adapter says how sure it is that a file is
+its own (:meth:`Adapter.sniff`, its own format only), and :func:`detect` takes the
+surest. A reader that refuses a file asks the same question of the other adapters
+(:attr:`Adapter.others`), so its error names the agent whose file it is.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
 from typing import Iterator
 
-from opalgit.agents.base import Adapter, ReadResult, Record, SessionFile, View
+from opalgit.agents.base import CERTAIN, Adapter, ReadResult, Record, SessionFile, View
 from opalgit.errors import UsageError
 
-__all__ = ["Adapter", "ReadResult", "Record", "SessionFile", "View", "get", "names", "all_adapters", "each"]
+__all__ = ["Adapter", "ReadResult", "Record", "SessionFile", "View", "get", "names", "all_adapters", "each", "detect"]
+
+#: How much of a file :func:`detect` shows the adapters when it reads the file itself.
+HEAD = 64 * 1024
 
 GROUP = "opalgit.adapters"  # the entry-point group third-party adapters register in (unchanged by the move to agents/)
 
 #: Built-in adapters, as ``name -> "module:Class"`` (mirrors pyproject.toml).
 BUILTIN = {
-    "claude": "opalgit.agents.claude.read:ClaudeAdapter",
-    "codex": "opalgit.agents.codex.read:CodexAdapter",
-    "gemini": "opalgit.agents.gemini.read:GeminiAdapter",
+    "claude": "opalgit.agents.claude.adapter:ClaudeAdapter",
+    "codex": "opalgit.agents.codex.adapter:CodexAdapter",
+    "gemini": "opalgit.agents.gemini.adapter:GeminiAdapter",
 }
 
 _specs: dict[str, str] | None = None  # every known adapter: name -> "module:Class"
@@ -142,6 +152,11 @@ def _adapter(name: str) -> Adapter | None:
             except Exception:
                 # A third-party adapter that fails to import is skipped, not fatal.
                 adapter = None
+        if adapter is not None:
+            try:
+                adapter.others = functools.partial(_other, exclude=name)
+            except AttributeError:  # an adapter with __slots__: its refusals name no other agent
+                pass
         _loaded[name] = adapter
     return _loaded[name]
 
@@ -182,3 +197,35 @@ def get(name: str) -> Adapter:
             hint=f"known agents: {', '.join(names())}",
         )
     return adapter
+
+
+def detect(path: str, head: bytes | None = None, *, exclude: str | None = None) -> Adapter | None:
+    """The adapter whose file ``path`` (whose first bytes are ``head``; None: read them)
+    is: the one surest of it (:meth:`Adapter.sniff`), the first in name order on a tie;
+    None when none claims it. Adapters are asked in name order and the first that is
+    certain ends the asking, so picking the agent of a Claude file imports no other."""
+    if head is None:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(HEAD)
+        except OSError:
+            return None
+    best: Adapter | None = None
+    best_sure = 0.0
+    for adapter in each():
+        if adapter.name == exclude:
+            continue
+        try:
+            sure = float(adapter.sniff(path, head) or 0.0)
+        except Exception:  # a third-party sniff that fails claims nothing
+            continue
+        if sure > best_sure:
+            best, best_sure = adapter, sure
+            if sure >= CERTAIN:
+                break
+    return best
+
+
+def _other(path: str, *, exclude: str) -> Adapter | None:
+    """:attr:`Adapter.others` of the adapter ``exclude``: who else's file ``path`` is."""
+    return detect(path, exclude=exclude)

@@ -1,16 +1,22 @@
-"""The adapter interface: how opal reads (and later writes) one agent's session files.
+"""The adapter interface: how opal reads and writes one agent's session files.
 
-An adapter is one module with one class. It is pure: it may read the agent's files
-and the environment mapping it is handed, but it never touches opal's store, never
-prints, and never imports another adapter. The registry
-(:mod:`opalgit.agents`) finds adapters through the ``opalgit.agents`` entry-point
-group; the built-in ones are registered the same way.
+An adapter is one class, by convention ``opalgit.agents.<agent>.adapter``, over the
+agent's ``files`` (where it keeps its sessions), ``read`` (parsing, normalizing) and
+``write`` (export) modules. It is pure: it may read the agent's files and the
+environment mapping it is handed, but it never touches opal's store, never prints,
+and never imports another adapter nor looks at another agent's format: it says how
+sure it is that a file is its own (:meth:`Adapter.sniff`), and the registry
+(:mod:`opalgit.agents`) compares the answers. The registry finds adapters through
+the ``opalgit.adapters`` entry-point group; the built-in ones are registered the
+same way. :mod:`opalgit.testing.adapters` is the contract every adapter passes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
+import importlib
 import os
 import re
 import zlib
@@ -144,6 +150,104 @@ class ReadResult:
                 f"end={self.end}, lines={self.lines}, extends={self.extends}, lazy={self.lazy})")
 
 
+#: The confidence of a sniff that needs no other adapter's opinion.
+CERTAIN = 1.0
+
+
+class NotThisAgent(InputError):
+    """A reader's refusal of a file that is not its agent's (:meth:`Adapter.refusing`).
+
+    ``own`` is what the file should have been ("a Claude Code session"); ``named_line``
+    the line an error naming the agent whose file it is points at (None: the file)."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, hint: str | None = None,
+                 own: str, named_line: int | None = None) -> None:
+        super().__init__(message, path=path, line=line, hint=hint)
+        self.own = own
+        self.named_line = named_line
+
+
+def not_json_at_first(path: str, line: int, problem: str, own: str, hint: str) -> NotThisAgent:
+    """The refusal of a file whose first line is not JSON (``problem``: why), which a
+    reader of ``own`` ("a Claude Code session") hands :meth:`LineIndex.scan`."""
+    return NotThisAgent(f"the first line is not JSON ({bare_reason(problem)}); this is not {own}",
+                        path=path, line=line, hint=hint, own=own)
+
+
+def check_shape(path: str, judged: Sequence[tuple[int, bool]], what: str, hint: str, own: str) -> None:
+    """Refuse a file none of whose first JSON lines (``judged``: their line and whether
+    the reader claims it) is the reader's; ``what`` says what the file lacks. With no
+    JSON line yet (only a line still being written) there is no verdict."""
+    if not judged or any(mine for _, mine in judged):
+        return
+    line = judged[0][0]
+    raise NotThisAgent(what, path=path, line=line, hint=hint, own=own, named_line=line)
+
+
+def home_folder(env: Mapping[str, str], override: str, name: str) -> str | None:
+    """``$override`` when set and not empty, else ``$HOME/name`` (``%USERPROFILE%`` on
+    Windows); None without either: where an agent keeps its files."""
+    if env.get(override):
+        return env[override]
+    home = env.get("HOME") or env.get("USERPROFILE")
+    return os.path.join(home, name) if home else None
+
+
+def folder_forms(cwd: str) -> list[str]:
+    """``cwd`` and, when it differs, its real path: the folders an agent may have
+    recorded a session under (it may have been started through a link)."""
+    try:
+        real = os.path.realpath(cwd)
+    except (OSError, ValueError):
+        real = cwd
+    return [cwd] if real == cwd else [cwd, real]
+
+
+def reasoning_as_text(req: "ExportRequest", blk: Mapping[str, Any], report: "LossReport") -> str | None:
+    """What a foreign reasoning block becomes in an export: its text, when the request
+    keeps reasoning as marked text (counted ``reasoning:as_text``), else None, counted as
+    dropped (``reasoning:signed``: a vendor's signature cannot travel; else ``reasoning:foreign``)."""
+    text = blk.get("text") or ""
+    if req.reasoning == "text" and isinstance(text, str) and text.strip():
+        report.convert("reasoning:as_text")
+        return text
+    report.drop("reasoning:signed" if blk.get("signed") else "reasoning:foreign")
+    return None
+
+
+def sniff_lines(head: bytes, claim: Callable[[Any], float], cut: Callable[[bytes], float] | None = None,
+                lines: int = 20) -> float:
+    """An adapter's confidence that a JSON-lines file whose first bytes are ``head`` is
+    its own: what ``claim`` (0 to 1, above 0.5 when it claims at all) says of the first
+    parsed line it claims, halved for every JSON line before it. So, asked of every
+    adapter, the file is the one whose format its first recognisable line is, and a
+    line two formats could hold goes to the one that claims it more strongly.
+
+    Blank lines are passed over; a line that is not JSON refuses the file, unless it is
+    the last, which the head may have cut short (``cut`` may judge it from its start).
+    After ``lines`` JSON lines that ``claim`` does not claim, the answer is 0."""
+    if b"\x00" in head[:4096]:
+        return 0.0
+    rows = head.split(b"\n")
+    seen = 0
+    for n, raw in enumerate(rows):
+        if not raw.strip():
+            continue
+        try:
+            value = jsonl.parse(raw)
+        except jsonl.ParseFailure:
+            if n == len(rows) - 1 and cut is not None:
+                return cut(raw) * 0.5**seen
+            return 0.0
+        sure = claim(value)
+        if sure > 0:
+            return sure * 0.5**seen
+        seen += 1
+        if seen >= lines:
+            break
+    return 0.0
+
+
 class Adapter:
     """Base class of every agent adapter."""
 
@@ -151,6 +255,9 @@ class Adapter:
     name: str = ""
     #: Human name, used in messages.
     title: str = ""
+    #: What the agent's session files are called when another adapter is handed one
+    #: ("a Claude Code transcript").
+    file_kind: str = ""
     #: Whether one record's meaning depends on the records before it (a mutation log,
     #: such as Gemini's ``$set``/``$rewindTo`` lines), so that showing one turn means
     #: replaying the state. None: assume so when the adapter overrides
@@ -167,8 +274,11 @@ class Adapter:
         """The file of one session, wherever it is, or None."""
         raise NotImplementedError
 
-    def sniff(self, path: str, head: bytes) -> bool:
-        """True when the first bytes of ``path`` look like one of this agent's files."""
+    def sniff(self, path: str, head: bytes) -> float:
+        """How sure this adapter is that ``path``, whose first bytes are ``head``, is one
+        of its agent's files: 0 (not at all) to 1 (:data:`CERTAIN`). It looks at its own
+        format only; the registry asks every adapter and takes the surest
+        (:func:`opalgit.agents.detect`). :func:`sniff_lines` answers for JSON lines."""
         raise NotImplementedError
 
     def subagent_of(self, path: str, head: bytes) -> tuple[str, str | None] | None:
@@ -176,6 +286,24 @@ class Adapter:
         own: the parent session's id and its file (None when it is not where the agent
         keeps it). None for a session. Agents without subagent files keep this default."""
         return None
+
+    #: Given by the registry when it loads the adapter: the other adapter whose file
+    #: ``path`` looks like, or None (:func:`opalgit.agents.detect` without this one).
+    #: An adapter constructed by hand has none, and its refusals name no other agent.
+    others: Callable[[str], "Adapter | None"] | None = None
+
+    @contextlib.contextmanager
+    def refusing(self) -> Iterator[None]:
+        """Around a read: a :class:`NotThisAgent` from the reader becomes the error that
+        names the agent whose file it is, when the registry can tell (:attr:`others`)."""
+        try:
+            yield
+        except NotThisAgent as exc:
+            other = self.others(exc.path) if self.others is not None and exc.path else None
+            if other is None or not other.file_kind:
+                raise
+            raise InputError(f"this looks like {other.file_kind}, not {exc.own}", path=exc.path, line=exc.named_line,
+                             hint=f"import it with --agent {other.name}") from None
 
     # -- reading ------------------------------------------------------------------
 
@@ -253,6 +381,69 @@ class Adapter:
         raise InputError(f"a {turn.agent} turn has no source record to write back")
 
 
+class SessionFacts:
+    """What a read learns of its session line by line, kept in the read's state so that
+    an incremental read goes on from it: :class:`SessionInfo`'s fields, and those a
+    format adds (:attr:`FIELDS`). A reader subclasses it with the ``feed`` of its format."""
+
+    FIELDS: tuple[str, ...] = ("id", "cwd", "git_branch", "model", "title", "version")
+    AGENT = ""
+
+    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
+        s = dict(saved or {})
+        for key in self.FIELDS:
+            setattr(self, key, s.get(key))
+
+    def session(self) -> SessionInfo:
+        get = self.__dict__.get
+        return SessionInfo(self.AGENT, get("id") or "", get("cwd"), get("git_branch"), get("model"), get("title"),
+                           get("version"))
+
+    def saved(self) -> dict:
+        """The state form: every field that is known."""
+        return {k: getattr(self, k) for k in self.FIELDS if getattr(self, k) is not None}
+
+
+class PackageAdapter(Adapter):
+    """An adapter over an agent package laid out as the built-ins are: :attr:`files`
+    (``find_sessions``, ``find_session``), :attr:`reader` (``sniff``, ``read``,
+    ``normalize_record``, and ``normalize_many`` for a format that replays) and
+    :attr:`writer`, the name of the module with ``export`` (and, optionally,
+    ``replace_tool_outputs``), imported on the first export: reading commands never
+    load it. A subclass sets the three and its names."""
+
+    files: Any = None
+    reader: Any = None
+    writer: str = ""
+
+    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
+        return self.files.find_sessions(cwd, env)
+
+    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
+        return self.files.find_session(session_id, env)
+
+    def sniff(self, path: str, head: bytes) -> float:
+        return self.reader.sniff(path, head)
+
+    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+        with self.refusing():
+            return self.reader.read(path, start=start, first_line=first_line, state=state)
+
+    def normalize_record(self, record: Any) -> Normal:
+        return self.reader.normalize_record(record)
+
+    def normalize_many(self, turns: list[Turn]) -> list[Normal]:
+        many = getattr(self.reader, "normalize_many", None)
+        return many(turns, self.normalize) if many is not None else super().normalize_many(turns)
+
+    def export(self, req: "ExportRequest") -> "ExportResult":
+        return importlib.import_module(self.writer).export(req)
+
+    def replace_tool_outputs(self, turn: Turn, replace: "Callable[[str, str], str | None]") -> Turn | None:
+        rewrite = getattr(importlib.import_module(self.writer), "replace_tool_outputs", None)
+        return rewrite(turn, replace) if rewrite is not None else None
+
+
 # ---------------------------------------------------------------------- timestamps
 
 _TIME_RE = re.compile(
@@ -276,6 +467,13 @@ def record_of(turn: Turn) -> Any:
         except jsonl.ParseFailure:
             return None
     return None
+
+
+def iso(ms: int) -> str:
+    """Integer milliseconds as JavaScript's ``toISOString()`` writes them (UTC,
+    ``YYYY-MM-DDThh:mm:ss.mmmZ``), which every agent writes on its records."""
+    t = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def parse_time(value: Any) -> int | None:
@@ -336,20 +534,6 @@ class RawRecord:
     line: jsonl.Line
     value: Any  # parsed JSON, or None when the line is not JSON
     problem: str | None  # why the line is not JSON, or None
-
-
-#: What each agent's session files are called in messages.
-FILE_KINDS = {
-    "claude": "a Claude Code transcript",
-    "codex": "a Codex CLI rollout",
-    "gemini": "a Gemini CLI session",
-}
-
-
-def foreign_file(path: str, line: int | None, agent: str, own: str) -> InputError:
-    """The error for a file of another agent (``agent``) given where ``own`` was expected."""
-    return InputError(f"this looks like {FILE_KINDS[agent]}, not {own}", path=path, line=line,
-                      hint=f"import it with --agent {agent}")
 
 
 def bare_reason(problem: str) -> str:

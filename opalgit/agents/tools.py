@@ -236,76 +236,93 @@ def render_call(target: str, action: Action, cwd: str | None) -> tuple[str, Any]
             old, new = op["hunks"][0]
             return render_call(target, Action("edit", {"path": _abs(op["path"], cwd), "old": old, "new": new}), cwd)
         return None
-    if target == "claude":
-        if k == "shell":
-            return "Bash", {"command": a["command"]}
-        if k == "read":
-            out = {"file_path": _abs(a["path"], cwd)}
-            out.update({x: a[x] for x in ("offset", "limit") if x in a})
-            return "Read", out
-        if k == "write":
-            return "Write", {"file_path": _abs(a["path"], cwd), "content": a.get("content", "")}
-        if k == "edit":
-            return "Edit", {"file_path": _abs(a["path"], cwd), "old_string": a.get("old", ""), "new_string": a.get("new", ""), "replace_all": bool(a.get("all"))}
-        if k == "search":
-            return "Grep", {"pattern": a["pattern"], **({"path": a["path"]} if a.get("path") else {})}
-        if k == "glob":
-            return "Glob", {"pattern": a["pattern"], **({"path": a["path"]} if a.get("path") else {})}
-        if k == "list":
-            return "Bash", {"command": "ls -la " + shlex.quote(_abs(a["path"], cwd))}
-        return None
-    if target == "gemini":  # the tool schemas of Gemini CLI 0.61
-        if k == "shell":
-            return "run_shell_command", {"command": a["command"], **({"dir_path": a["workdir"]} if a.get("workdir") else {})}
-        if k == "read":
-            out = {"file_path": _abs(a["path"], cwd)}
-            if a.get("offset") or a.get("limit"):
-                first = int(a.get("offset") or 1)
-                out["start_line"] = first
-                if a.get("limit"):
-                    out["end_line"] = first + int(a["limit"]) - 1
-            return "read_file", out
-        if k == "write":
-            return "write_file", {"file_path": _abs(a["path"], cwd), "content": a.get("content", "")}
-        if k == "edit":
-            out = {"file_path": _abs(a["path"], cwd), "old_string": a.get("old", ""), "new_string": a.get("new", "")}
-            if a.get("all"):
-                out["allow_multiple"] = True
-            return "replace", out
-        if k == "search":
-            return "grep_search", {"pattern": a["pattern"], **({"dir_path": a["path"]} if a.get("path") else {})}
-        if k == "glob":
-            return "glob", {"pattern": a["pattern"], **({"dir_path": a["path"]} if a.get("path") else {})}
-        if k == "list":
-            return "list_directory", {"dir_path": _abs(a["path"], cwd)}
-        return None
-    if target == "codex":
-        workdir = a.get("workdir") or cwd
-        if k == "shell":
-            return "exec_command", {"cmd": a["command"], **({"workdir": workdir} if workdir else {})}
-        if k == "read":
-            path = shlex.quote(str(a["path"]))
-            offset, limit = a.get("offset"), a.get("limit")
-            if offset or limit:
-                first = int(offset or 1)
-                last = first + int(limit) - 1 if limit else "$"
-                cmd = f"sed -n '{first},{last}p' {path}"
-            else:
-                cmd = f"cat {path}"
-            return "exec_command", {"cmd": cmd, **({"workdir": workdir} if workdir else {})}
-        if k in ("write", "edit"):
-            patch = make_patch(action, cwd)
-            return ("apply_patch", patch) if patch else None
-        if k == "search":
-            cmd = "rg -n " + shlex.quote(str(a["pattern"])) + (" " + shlex.quote(str(a["path"])) if a.get("path") else "")
-            return "exec_command", {"cmd": cmd, **({"workdir": workdir} if workdir else {})}
-        if k == "glob":
-            cmd = "rg --files -g " + shlex.quote(str(a["pattern"])) + (" " + shlex.quote(str(a["path"])) if a.get("path") else "")
-            return "exec_command", {"cmd": cmd, **({"workdir": workdir} if workdir else {})}
-        if k == "list":
-            return "exec_command", {"cmd": "ls -la " + shlex.quote(str(a["path"])), **({"workdir": workdir} if workdir else {})}
-        return None
+    render = _RENDER.get(target)
+    return render(k, a, action, cwd) if render is not None else None
+
+
+def _claude_call(k: str, a: dict, action: Action, cwd: str | None) -> tuple[str, Any] | None:
+    """A shared action as a Claude Code tool call."""
+    if k == "shell":
+        return "Bash", {"command": a["command"]}
+    if k == "read":
+        out = {"file_path": _abs(a["path"], cwd)}
+        out.update({x: a[x] for x in ("offset", "limit") if x in a})
+        return "Read", out
+    if k == "write":
+        return "Write", {"file_path": _abs(a["path"], cwd), "content": a.get("content", "")}
+    if k == "edit":
+        return "Edit", {"file_path": _abs(a["path"], cwd), "old_string": a.get("old", ""), "new_string": a.get("new", ""), "replace_all": bool(a.get("all"))}
+    if k == "search":
+        return "Grep", {"pattern": a["pattern"], **({"path": a["path"]} if a.get("path") else {})}
+    if k == "glob":
+        return "Glob", {"pattern": a["pattern"], **({"path": a["path"]} if a.get("path") else {})}
+    if k == "list":
+        return "Bash", {"command": "ls -la " + shlex.quote(_abs(a["path"], cwd))}
     return None
+
+
+
+def _gemini_call(k: str, a: dict, action: Action, cwd: str | None) -> tuple[str, Any] | None:
+    """A shared action as a Gemini CLI tool call (the tool schemas of Gemini CLI 0.61)."""
+    if k == "shell":
+        return "run_shell_command", {"command": a["command"], **({"dir_path": a["workdir"]} if a.get("workdir") else {})}
+    if k == "read":
+        out = {"file_path": _abs(a["path"], cwd)}
+        if a.get("offset") or a.get("limit"):
+            first = int(a.get("offset") or 1)
+            out["start_line"] = first
+            if a.get("limit"):
+                out["end_line"] = first + int(a["limit"]) - 1
+        return "read_file", out
+    if k == "write":
+        return "write_file", {"file_path": _abs(a["path"], cwd), "content": a.get("content", "")}
+    if k == "edit":
+        out = {"file_path": _abs(a["path"], cwd), "old_string": a.get("old", ""), "new_string": a.get("new", "")}
+        if a.get("all"):
+            out["allow_multiple"] = True
+        return "replace", out
+    if k == "search":
+        return "grep_search", {"pattern": a["pattern"], **({"dir_path": a["path"]} if a.get("path") else {})}
+    if k == "glob":
+        return "glob", {"pattern": a["pattern"], **({"dir_path": a["path"]} if a.get("path") else {})}
+    if k == "list":
+        return "list_directory", {"dir_path": _abs(a["path"], cwd)}
+    return None
+
+
+
+def _codex_call(k: str, a: dict, action: Action, cwd: str | None) -> tuple[str, Any] | None:
+    """A shared action as a Codex CLI tool call (shell commands, and apply_patch for files)."""
+    workdir = a.get("workdir") or cwd
+    if k == "shell":
+        return "exec_command", {"cmd": a["command"], **({"workdir": workdir} if workdir else {})}
+    if k == "read":
+        path = shlex.quote(str(a["path"]))
+        offset, limit = a.get("offset"), a.get("limit")
+        if offset or limit:
+            first = int(offset or 1)
+            last = first + int(limit) - 1 if limit else "$"
+            cmd = f"sed -n '{first},{last}p' {path}"
+        else:
+            cmd = f"cat {path}"
+        return "exec_command", {"cmd": cmd, **({"workdir": workdir} if workdir else {})}
+    if k in ("write", "edit"):
+        patch = make_patch(action, cwd)
+        return ("apply_patch", patch) if patch else None
+    if k == "search":
+        cmd = "rg -n " + shlex.quote(str(a["pattern"])) + (" " + shlex.quote(str(a["path"])) if a.get("path") else "")
+        return "exec_command", {"cmd": cmd, **({"workdir": workdir} if workdir else {})}
+    if k == "glob":
+        cmd = "rg --files -g " + shlex.quote(str(a["pattern"])) + (" " + shlex.quote(str(a["path"])) if a.get("path") else "")
+        return "exec_command", {"cmd": cmd, **({"workdir": workdir} if workdir else {})}
+    if k == "list":
+        return "exec_command", {"cmd": "ls -la " + shlex.quote(str(a["path"])), **({"workdir": workdir} if workdir else {})}
+    return None
+
+
+
+#: The renderer of each target agent's tool calls.
+_RENDER = {"claude": _claude_call, "gemini": _gemini_call, "codex": _codex_call}
 
 
 def convert_call(source: str, target: str, name: str, args: Any, cwd: str | None) -> tuple[str, Any, bool]:

@@ -20,7 +20,7 @@ PROJECT = "weatherctl"
 
 
 def _project_key(path: str) -> str:
-    from opalgit.agents.claude.read import project_key
+    from opalgit.agents.claude.files import project_key
 
     return project_key(path)
 

@@ -146,12 +146,12 @@ def find_session(
                 head = fh.read(64 * 1024)
         except FileNotFoundError:
             raise SessionNotFoundError(f"{file}: no such file", hint="give the path of a session file") from None
-        for ad in [adapters.get(agent)] if agent else adapters.each():
-            if agent or ad.sniff(path, head):
-                note = _subagent_note(ad, path, head, file)
-                st = os.stat(path)
-                stem = os.path.basename(path).split(".")[0]
-                return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size), note)
+        ad = adapters.get(agent) if agent else adapters.detect(path, head)
+        if ad is not None:
+            note = _subagent_note(ad, path, head, file)
+            st = os.stat(path)
+            stem = os.path.basename(path).split(".")[0]
+            return Pick(ad, SessionFile(ad.name, stem, path, st.st_mtime, st.st_size), note)
         jsonl.sniff_binary(path, head)  # an image, an archive, UTF-16: say which
         raise InputError(
             "not a session file of any agent opal knows",

@@ -13,16 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import jsonl
-from opalgit.agents.base import ReadResult
-from opalgit.agents.claude.read import (
-    ClaudeAdapter,
-    base36,
-    java_string_hash,
-    legacy_project_key,
-    parse_time,
-    project_key,
-)
+from opalgit import agents, jsonl
+from opalgit.agents.base import ReadResult, parse_time
+from opalgit.agents.claude.adapter import ClaudeAdapter
+from opalgit.agents.claude.files import base36, java_string_hash, legacy_project_key, project_key
 from opalgit.errors import InputError
 from opalgit.history.model import Turn, summarize
 
@@ -38,7 +32,9 @@ DRIFT = FIX / "agent-sessions" / "schema_drift.jsonl"
 # it proves is in tests/adapters/test_real_corpus.py).
 ALL_FILES = sorted(FIX.rglob("*.jsonl")) + [DEMO]
 
-A = ClaudeAdapter()
+# From the registry, as opal gets it: a refusal names the agent whose file it is.
+A = agents.get("claude")
+assert isinstance(A, ClaudeAdapter)
 SID = "0f0e0d0c-0b0a-4909-8807-060504030201"
 
 

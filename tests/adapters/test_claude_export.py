@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from opalgit import jsonl
 from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn
-from opalgit.agents.claude.read import ClaudeAdapter, project_key
+from opalgit.agents.claude.adapter import ClaudeAdapter
+from opalgit.agents.claude.files import project_key
 from opalgit.agents.claude.write import CLAUDE_VERSION, DANGLING_OUTPUT, DEFAULT_MODEL
 from opalgit.errors import UsageError
 from opalgit.history.model import Normal, SessionInfo, Turn

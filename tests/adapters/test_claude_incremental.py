@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from opalgit.agents.claude import read as claude_mod
-from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.agents.claude.adapter import ClaudeAdapter
 from tests.conftest import FIXTURES, ROOT
 
 A = ClaudeAdapter()

@@ -20,10 +20,12 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import codec, jsonl
-from opalgit.agents.base import ExportRequest, ExportTurn, ReadResult
-from opalgit.agents.claude.read import ClaudeAdapter
-from opalgit.agents.codex.read import DANGLING_OUTPUT, CodexAdapter, codex_home, parse_time, rollout_name
+from opalgit import agents, codec, jsonl
+from opalgit.agents.base import ExportRequest, ExportTurn, ReadResult, parse_time
+from opalgit.agents.claude.adapter import ClaudeAdapter
+from opalgit.agents.codex.adapter import CodexAdapter
+from opalgit.agents.codex.files import codex_home, rollout_name
+from opalgit.agents.codex.format import DANGLING_OUTPUT
 from opalgit.errors import InputError, UsageError
 from opalgit.history.model import Normal, SessionInfo, Turn, summarize
 
@@ -39,7 +41,9 @@ CLAUDE_GENERATED = ROOT / "tests" / "fixtures" / "claude" / "generated" / "7c83c
 # what fails on it today is a strict xfail; this golden test keeps to the files it vouches for.
 ALL_FILES = sorted(p for p in FIX.rglob("*.jsonl") if "real" not in p.relative_to(FIX).parts)
 
-A = CodexAdapter()
+# From the registry, as opal gets it: a refusal names the agent whose file it is.
+A = agents.get("codex")
+assert isinstance(A, CodexAdapter)
 SID = "0199aaaa-bbbb-7ccc-8ddd-000000000001"
 TS = "2026-01-02T03:04:05.678Z"
 NOW = 1_767_323_045_678  # 2026-01-02T03:04:05.678Z

@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opalgit import codec, jsonl
+from opalgit import agents, codec, jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn, ReadResult
-from opalgit.agents.claude.read import ClaudeAdapter
-from opalgit.agents.gemini.read import GeminiAdapter, parse_time, project_hash, slugify
+from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn, ReadResult, parse_time
+from opalgit.agents.claude.adapter import ClaudeAdapter
+from opalgit.agents.gemini.adapter import GeminiAdapter
+from opalgit.agents.gemini.files import project_hash, slugify
 from opalgit.errors import InputError
 from opalgit.history.model import Normal, SessionInfo, Turn, summarize
 
@@ -39,7 +40,9 @@ CLAUDE_DEMO = ROOT / "opalgit" / "demo_data" / "claude-session.jsonl"
 JSONL_FILES = [GENERATED, V040]
 DOC_FILES = [SMALL, LARGE, DRIFT]
 
-A = GeminiAdapter()
+# From the registry, as opal gets it: a refusal names the agent whose file it is.
+A = agents.get("gemini")
+assert isinstance(A, GeminiAdapter)
 SID = "aaf40a27-d6ae-4a80-9e60-efb6e0ca382d"
 NEW_SID = "5e55105e-0000-4000-8000-00000000abcd"
 NOW = 1796041600123  # 2026-11-30T12:26:40.123Z
@@ -1138,7 +1141,7 @@ def test_codex_calls_without_ids_keep_their_results(name, tmp_path):
     """Real older Codex rollouts (jazzyalex/agent-sessions) pair a call and its result by
     order, with no call id: the Gemini export writes the real result into the call's
     toolCalls entry instead of orphaning it and synthesizing an error (issue 18, 9)."""
-    from opalgit.agents.codex.read import CodexAdapter
+    from opalgit.agents.codex.adapter import CodexAdapter
 
     src = CodexAdapter().read(str(ROOT / "tests" / "fixtures" / "codex" / "agent-sessions" / name))
     turns = [ExportTurn(r.turn, r.normal) for r in src.records]

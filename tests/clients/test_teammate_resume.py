@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from opalgit.agents.claude.read import project_key
+from opalgit.agents.claude.files import project_key
 from tests.conftest import git, opal
 from tests.test_remote import env_of, make_remote
 

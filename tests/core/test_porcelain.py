@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from opalgit import porcelain
-from opalgit.agents.claude.read import project_key
+from opalgit.agents.claude.files import project_key
 from opalgit.errors import (
     InputError,
     NotARepositoryError,

@@ -27,10 +27,10 @@ import msgpack
 import pytest
 
 from opalgit import jsonl
-from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.agents.claude.adapter import ClaudeAdapter
 from opalgit.secrets import worker as redactworker
 from opalgit.secrets.worker import Screen
-from tests.conftest import FIXTURES, ROOT, git
+from tests.conftest import ROOT, git
 
 # Runs one commit of --file in a repository; prints what the test compares.
 SCRIPT = r"""

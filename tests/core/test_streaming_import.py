@@ -17,7 +17,7 @@ import pytest
 
 from opalgit import porcelain
 from opalgit.agents.base import ReadResult, Record, View
-from opalgit.agents.claude.read import ClaudeAdapter
+from opalgit.agents.claude.adapter import ClaudeAdapter
 from opalgit.errors import InputError, NothingToDoError
 from opalgit.history.model import Normal, SessionInfo, Turn
 from opalgit.porcelain import secrets as redaction

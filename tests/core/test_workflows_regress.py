@@ -13,7 +13,7 @@ import pytest
 
 import opalgit.porcelain.checkpoints as checkpoints
 from opalgit import porcelain
-from opalgit.agents.claude.read import project_key
+from opalgit.agents.claude.files import project_key
 from opalgit.history import oplog
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git, opal

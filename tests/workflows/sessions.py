@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from opalgit import agents as adapters
-from opalgit.agents.claude.read import project_key
+from opalgit.agents.claude.files import project_key
 from opalgit.porcelain.commit import _items
 from tests.conftest import FIXTURES
 

@@ -1,4 +1,4 @@
-"""The Claude Code adapter: finds, reads and normalizes ``~/.claude/projects`` transcripts.
+"""Reading Claude Code transcripts: parsing, the uuid tree of views, normalizing.
 
 A Claude Code session is one JSON-lines file. Every line is kept as one record, in
 file order, whatever its type, so that writing the records back reproduces the file
@@ -18,7 +18,8 @@ Normalized blocks produced here (the shared model's block vocabulary):
   string or a list of normalized text/image/other blocks
 * ``{"type": "other", "kind"}`` for anything else (documents, tool references ...)
 
-Pure: no store, no environment reads (the mapping is passed in), no printing.
+Where the files are is :mod:`.files`; writing them, :mod:`.write`. Pure: no store, no
+environment reads, no printing.
 """
 
 from __future__ import annotations
@@ -26,112 +27,47 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from opalgit import jsonl
 from opalgit.agents.base import (
-    FILE_KINDS,
+    CERTAIN,
     LINE_BLANK,
-    Adapter,
-    ExportRequest,
-    ExportResult,
     LineIndex,
     ReadResult,
     Record,
-    SessionFile,
+    SessionFacts,
     View,
-    bare_reason,
-    foreign_file,
+    check_shape,
+    not_json_at_first,
     open_session,
     parse_time,
     record_of,
+    sniff_lines,
 )
+from opalgit.agents.claude.files import AGENT, side_folder
 from opalgit.errors import InputError
-from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.history.model import Normal, Turn
 
-__all__ = [
-    "ClaudeAdapter",
-    "base36",
-    "java_string_hash",
-    "legacy_project_key",
-    "normalize_record",
-    "parse_time",
-    "project_key",
-]
+__all__ = ["claim", "normalize_many", "normalize_record", "parse_time", "read", "sniff", "subagent_parent"]
 
-AGENT = "claude"
-
-#: Project keys longer than this are cut and suffixed with a hash of the cwd.
-KEY_LIMIT = 200
 #: How many uuids of the active view's end the incremental state remembers.
 TAIL_SIZE = 8
 STATE_VERSION = 1
 #: How many JSON lines at the top of a file decide whether it is a Claude transcript.
 _SHAPE_LINES = 64
+#: What a refusal calls the file it expected.
+OWN = "a Claude Code session"
 
 #: Entry types only Claude Code writes (formats.md §2.3); some carry no uuid or sessionId.
 _CLAUDE_TYPES = frozenset(
     """last-prompt file-history-snapshot queue-operation custom-title ai-title permission-mode
     atis-latch api-request-shape api-request-blob tools-used cost-state""".split()
 )
-_ID_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "logicalParentUuid")
-_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+#: The keys that link a line into the uuid tree.
+_LINK_KEYS = ("uuid", "parentUuid", "leafUuid", "logicalParentUuid")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _TITLE_RANK = {"custom-title": ("customTitle", 3), "ai-title": ("aiTitle", 2), "summary": ("summary", 1)}
-
-
-# ------------------------------------------------------------------------ project keys
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-le", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def base36(n: int) -> str:
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + out
-        if not n:
-            return out
-
-
-def _key(cwd: str, keep: frozenset[str], limit: bool) -> str:
-    # One '-' per UTF-16 code unit: a character outside the BMP becomes two.
-    key = "".join(ch if ch in keep else ("--" if ord(ch) > 0xFFFF else "-") for ch in cwd)
-    if limit and len(key) > KEY_LIMIT:
-        key = f"{key[:KEY_LIMIT]}-{base36(abs(java_string_hash(cwd)))}"
-    return key
-
-
-def project_key(cwd: str) -> str:
-    """The folder name Claude Code uses under ``projects/`` for the working folder ``cwd``."""
-    return _key(cwd, _ASCII_ALNUM, True)
-
-
-def legacy_project_key(cwd: str) -> str:
-    """The key older Claude Code versions used (they kept ``.`` and ``_``)."""
-    return _key(cwd, _ASCII_ALNUM | {".", "_"}, True)
-
-
-def _candidate_keys(cwd: str) -> list[str]:
-    cwds = [cwd]
-    try:
-        real = os.path.realpath(cwd)
-    except (OSError, ValueError):
-        real = cwd
-    if real != cwd:
-        cwds.append(real)
-    old_keep = _ASCII_ALNUM | {".", "_"}
-    keys = (k for c in cwds for k in (project_key(c), legacy_project_key(c), _key(c, old_keep, False)))
-    return list(dict.fromkeys(keys))
 
 
 # ------------------------------------------------------------------------ small helpers
@@ -141,18 +77,21 @@ def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
 
-def _classify(obj: Any) -> str | None:
-    """Which agent wrote this JSON line: "claude", "codex", "gemini", or None."""
+def claim(obj: Any) -> float:
+    """How surely a parsed line is a Claude Code transcript line (see :func:`~.base.sniff_lines`):
+    certain for a type only Claude Code writes, or a typed line linked into the uuid tree;
+    less for a typed line that only names its ``sessionId`` (other formats name sessions too)."""
     if not isinstance(obj, dict):
-        return None
+        return 0.0
     kind = obj.get("type")
-    if kind in _CODEX_TYPES and "payload" in obj:
-        return "codex"
-    if "projectHash" in obj or "$set" in obj or any(isinstance(obj.get(k), list) for k in ("messages", "history")):
-        return "gemini"
-    if kind in _CLAUDE_TYPES or (isinstance(kind, str) and any(k in obj for k in _ID_KEYS)):
-        return "claude"
-    return None
+    if kind in _CLAUDE_TYPES or (isinstance(kind, str) and any(k in obj for k in _LINK_KEYS)):
+        return CERTAIN
+    return 0.75 if isinstance(kind, str) and "sessionId" in obj else 0.0
+
+
+def sniff(path: str, head: bytes) -> float:
+    """How surely a file whose first bytes are ``head`` is a Claude Code transcript."""
+    return sniff_lines(head, claim)
 
 
 def _parent_of(rec: Mapping[str, Any], prev: str | None) -> str | None:
@@ -184,7 +123,7 @@ _TREE_KEYS = ("uuid", "parentUuid", "logicalParentUuid", "type", "isSidechain", 
 def _facts(rec: Any, names: dict[str, str]) -> dict | None:
     """What the uuid tree needs of a parsed line (None when it needs nothing).
 
-    The first pass of :meth:`ClaudeAdapter.read` keeps this instead of the record, so
+    The first pass of :func:`read` keeps this instead of the record, so
     a file's views cost a small dict per uuid line, whatever the size of its records.
     Ids are shared through ``names`` (a ``parentUuid`` is usually the previous line's
     ``uuid``) so each is held once.
@@ -355,18 +294,14 @@ def normalize_record(rec: Any) -> Normal:
 # ------------------------------------------------------------------------ session info
 
 
-class _Info:
-    """Accumulates :class:`SessionInfo` over records; serializable into the state."""
+class _Info(SessionFacts):
+    """The session's facts (:class:`~.base.SessionFacts`), with the rank of its title."""
+
+    AGENT = AGENT
 
     def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
-        s = dict(saved or {})
-        self.id: str | None = s.get("id")
-        self.cwd: str | None = s.get("cwd")
-        self.branch: str | None = s.get("git_branch")
-        self.model: str | None = s.get("model")
-        self.title: str | None = s.get("title")
-        self.rank: int = int(s.get("rank") or 0)
-        self.version: str | None = s.get("version")
+        super().__init__(saved)
+        self.rank: int = int(dict(saved or {}).get("rank") or 0)
         self.ids: list[str] = []
 
     def feed(self, rec: Mapping[str, Any]) -> None:
@@ -376,7 +311,7 @@ class _Info:
         if self.cwd is None and _is_id(rec.get("cwd")):
             self.cwd = rec["cwd"]
         if _is_id(rec.get("gitBranch")):
-            self.branch = rec["gitBranch"]
+            self.git_branch = rec["gitBranch"]
         if _is_id(rec.get("version")):
             self.version = rec["version"]
         kind = rec.get("type")
@@ -403,9 +338,6 @@ class _Info:
             self.id = stem
         else:
             self.id = self.ids[0]
-
-    def session(self) -> SessionInfo:
-        return SessionInfo(AGENT, self.id or "", self.cwd, self.branch, self.model, self.title, self.version)
 
     def saved(self) -> dict:
         """The state form: :meth:`SessionInfo.to_map` plus the title's rank."""
@@ -693,6 +625,40 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
 
     Returns (extends, the tree part of the new state).
     """
+    old_leaf, tail, desc, prev, groups = _old_tree(old)
+    # The lines of the tail's replies are on the active view too, however far back.
+    known = set(tail) | ({old_leaf} if old_leaf else set()) | set(groups)
+    new = _Grown.of(values, old_leaf, known, prev)
+    if new is None or not new.rooted(old_leaf, known):
+        return False, {}
+    # ``parent`` holds only new nodes, so these walks stop at the first old one.
+    leaves = _leaves(new.parent, new.cands)
+    new_leaf = leaves[-1] if leaves else None
+    replies = new.regroup(groups, old.get("replies"))
+    chain = _new_chain(new_leaf, new.parent, new.facts, known, groups) if new_leaf else set()
+    if any(leaf not in chain for leaf in leaves[:-1]):
+        return False, {}  # a genuine fork among the new lines (or one this cannot tell): read it all
+    if new_leaf is not None and old_leaf is not None and new.root_of(new_leaf) not in desc:
+        # Not below the old leaf: still the same conversation when the old leaf is a line
+        # of the reply (or a result of the reply) that the new lines hang from, the way
+        # Claude Code writes parallel calls: results and the next turn under the first
+        # call's line, after the later calls' lines.
+        root = new.root_of(new_leaf)
+        if root not in known or groups.get(root) is None or groups.get(root) != groups.get(old_leaf):
+            return False, {}
+    allowed = chain | desc  # (desc: the old leaf and the old lines below it)
+    if old_leaf is not None and groups.get(old_leaf) is not None:
+        # Claude Code points last-prompt at a line of the reply being answered (the last
+        # result it wrote), which may be any line of the old leaf's reply.
+        allowed |= {u for u, g in groups.items() if g == groups[old_leaf]}
+    if any(p not in allowed for p in new.prompts):
+        return False, {}
+    return True, new.state(new_leaf or old_leaf, new_leaf, tail, desc, groups, replies)
+
+
+def _old_tree(old: Mapping[str, Any]) -> tuple[str | None, list[str], set[str], str | None, dict[str, str]]:
+    """The tree part of an incremental read's old state, checked: the old leaf, the
+    tail, the old lines below the leaf (with it), the last uuid and the reply groups."""
     old_leaf = old.get("leaf") if _is_id(old.get("leaf")) else None
     tail = [u for u in old.get("tail") or [] if _is_id(u)]
     desc = {u for u in old.get("desc") or [] if _is_id(u)}
@@ -701,107 +667,103 @@ def _extension(values: list[Any], old: Mapping[str, Any]) -> tuple[bool, dict]:
     prev = old.get("last") if _is_id(old.get("last")) else None
     groups = {u: g for u, g in (old.get("groups") or {}).items() if _is_id(u) and _is_id(g)} \
         if isinstance(old.get("groups"), dict) else {}
-    # The lines of the tail's replies are on the active view too, however far back.
-    known = set(tail) | ({old_leaf} if old_leaf else set()) | set(groups)
+    return old_leaf, tail, desc, prev, groups
 
-    parent: dict[str, str | None] = {}
-    values_by: dict[str, dict] = {}  # each new uuid line's facts
-    order: list[str] = []
-    cands: dict[str, int] = {}
-    main: list[str] = []
-    prompts: list[str] = []
-    for i, rec in enumerate(values):
-        if not isinstance(rec, dict):
-            continue
-        if rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
-            prompts.append(rec["leafUuid"])
-        u = rec.get("uuid")
-        if not _is_id(u):
-            continue
-        if u in parent or u in known:
-            return False, {}  # a repeated uuid rewrites the tree: read it all again
-        p0 = _parent_of(rec, prev)
-        if (
-            (p0 is None or (p0 not in parent and p0 not in known))
-            and (rec.get("boundary") or _is_candidate(rec))
-            and (old_leaf is not None or cands)
-        ):
-            # A second root, or a compaction whose leaf is not in the file: the whole
-            # file's tree hangs it under the conversation before it (_Tree), which these
-            # new lines alone cannot tell: read it all again.
-            return False, {}
-        parent[u] = p0
-        values_by[u] = rec
-        prev = u
-        order.append(u)
-        if rec.get("isSidechain") is not True:
-            main.append(u)
-            if _is_candidate(rec):
-                cands[u] = i
 
-    def root_of(u: str) -> str | None:
+class _Grown:
+    """The new lines of an incremental read as the uuid tree sees them (:func:`_extension`)."""
+
+    def __init__(self, prev: str | None) -> None:
+        self.parent: dict[str, str | None] = {}  # new uuid -> its parent (old, new or None)
+        self.facts: dict[str, dict] = {}  # each new uuid line's facts
+        self.order: list[str] = []
+        self.cands: dict[str, int] = {}
+        self.main: list[str] = []
+        self.prompts: list[str] = []
+        self.prev = prev  # the last uuid so far
+
+    @classmethod
+    def of(cls, values: list[Any], old_leaf: str | None, known: set[str], prev: str | None) -> "_Grown | None":
+        """The new lines' nodes, or None when they rewrite the tree (read it all again)."""
+        new = cls(prev)
+        for i, rec in enumerate(values):
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("type") == "last-prompt" and _is_id(rec.get("leafUuid")):
+                new.prompts.append(rec["leafUuid"])
+            u = rec.get("uuid")
+            if not _is_id(u):
+                continue
+            if u in new.parent or u in known:
+                return None  # a repeated uuid rewrites the tree: read it all again
+            p0 = _parent_of(rec, new.prev)
+            if (
+                (p0 is None or (p0 not in new.parent and p0 not in known))
+                and (rec.get("boundary") or _is_candidate(rec))
+                and (old_leaf is not None or new.cands)
+            ):
+                # A second root, or a compaction whose leaf is not in the file: the whole
+                # file's tree hangs it under the conversation before it (_Tree), which these
+                # new lines alone cannot tell: read it all again.
+                return None
+            new.parent[u] = p0
+            new.facts[u] = rec
+            new.prev = u
+            new.order.append(u)
+            if rec.get("isSidechain") is not True:
+                new.main.append(u)
+                if _is_candidate(rec):
+                    new.cands[u] = i
+        return new
+
+    def root_of(self, u: str) -> str | None:
         """The first old (or missing) node above the new node ``u``."""
         seen = set()
-        p = parent.get(u)
-        while p is not None and p in parent and p not in seen:
+        p = self.parent.get(u)
+        while p is not None and p in self.parent and p not in seen:
             seen.add(p)
-            p = parent.get(p)
+            p = self.parent.get(p)
         return p
 
-    for u in main:
-        # Through new sidechain nodes too: the old node they hang from must be a known one.
-        p = root_of(u)
-        if p is None:
-            if old_leaf is not None:
-                return False, {}
-        elif p not in parent and p not in known:
-            return False, {}
-    # ``parent`` holds only new nodes, so these walks stop at the first old one.
-    leaves = _leaves(parent, cands)
-    new_leaf = leaves[-1] if leaves else None
-    # The old tail's reply lines are those whose group is their own message id's: their
-    # uuids are not message ids, so a result line's group names another line's reply.
-    replies = {u: g for u, g in groups.items() if u in set(old.get("replies") or ())}
-    for u in order:
-        f = values_by[u]
-        if f.get("mid") is not None and f.get("isSidechain") is not True:
-            replies[u] = f["mid"]
-        g = _group(u, f.get("mid"), bool(f.get("answers")), parent.get(u), replies)
-        if g is not None and f.get("isSidechain") is not True:
-            groups[u] = g
-    chain = _new_chain(new_leaf, parent, values_by, known, groups) if new_leaf else set()
-    if any(leaf not in chain for leaf in leaves[:-1]):
-        return False, {}  # a genuine fork among the new lines (or one this cannot tell): read it all
-    if new_leaf is not None and old_leaf is not None and root_of(new_leaf) not in desc:
-        # Not below the old leaf: still the same conversation when the old leaf is a line
-        # of the reply (or a result of the reply) that the new lines hang from, the way
-        # Claude Code writes parallel calls: results and the next turn under the first
-        # call's line, after the later calls' lines.
-        root = root_of(new_leaf)
-        if root not in known or groups.get(root) is None or groups.get(root) != groups.get(old_leaf):
-            return False, {}
-    allowed = chain | desc  # (desc: the old leaf and the old lines below it)
-    if old_leaf is not None and groups.get(old_leaf) is not None:
-        # Claude Code points last-prompt at a line of the reply being answered (the last
-        # result it wrote), which may be any line of the old leaf's reply.
-        allowed |= {u for u, g in groups.items() if g == groups[old_leaf]}
-    if any(p not in allowed for p in prompts):
-        return False, {}
+    def rooted(self, old_leaf: str | None, known: set[str]) -> bool:
+        """Whether every new main-chain line hangs from a known old line (through new
+        sidechain lines too), or, in a file with no old leaf, from nothing."""
+        for u in self.main:
+            p = self.root_of(u)
+            if p is None:
+                if old_leaf is not None:
+                    return False
+            elif p not in self.parent and p not in known:
+                return False
+        return True
 
-    new_tail = list(dict.fromkeys(tail + main))[-TAIL_SIZE:]
-    if new_leaf is not None:
-        below = {u for u in order if new_leaf in _ancestry(parent, u)}
-    else:
-        below = desc | {u for u in order if root_of(u) in desc}
-    state = {
-        "leaf": new_leaf or old_leaf,
-        "tail": new_tail,
-        "desc": [u for u in new_tail if u in below],
-        "last": prev,
-        "groups": (kept := {u: g for u, g in groups.items() if g in {groups.get(t) for t in new_tail} - {None}}),
-        "replies": [u for u in kept if u in replies],
-    }
-    return True, state
+    def regroup(self, groups: dict[str, str], old_replies: Any) -> dict[str, str]:
+        """Put the new lines in ``groups`` (their reply, :func:`_group`); the reply lines
+        (line -> its ``message.id``) of the old tail and the new lines."""
+        # The old tail's reply lines are those whose group is their own message id's: their
+        # uuids are not message ids, so a result line's group names another line's reply.
+        replies = {u: g for u, g in groups.items() if u in set(old_replies or ())}
+        for u in self.order:
+            f = self.facts[u]
+            if f.get("mid") is not None and f.get("isSidechain") is not True:
+                replies[u] = f["mid"]
+            g = _group(u, f.get("mid"), bool(f.get("answers")), self.parent.get(u), replies)
+            if g is not None and f.get("isSidechain") is not True:
+                groups[u] = g
+        return replies
+
+    def state(self, leaf: str | None, new_leaf: str | None, tail: list[str], desc: set[str],
+              groups: Mapping[str, str], replies: Mapping[str, str]) -> dict:
+        """The tree part of the new state once the new lines extend the old view."""
+        new_tail = list(dict.fromkeys(tail + self.main))[-TAIL_SIZE:]
+        if new_leaf is not None:
+            below = {u for u in self.order if new_leaf in _ancestry(self.parent, u)}
+        else:
+            below = desc | {u for u in self.order if self.root_of(u) in desc}
+        wanted = {groups.get(t) for t in new_tail} - {None}
+        kept = {u: g for u, g in groups.items() if g in wanted}
+        return {"leaf": leaf, "tail": new_tail, "desc": [u for u in new_tail if u in below], "last": self.prev,
+                "groups": kept, "replies": [u for u in kept if u in replies]}
 
 
 def _new_chain(leaf: str, parent: Mapping[str, str | None], facts: Mapping[str, dict], known: set[str],
@@ -837,303 +799,133 @@ def _new_chain(leaf: str, parent: Mapping[str, str | None], facts: Mapping[str, 
     return chain
 
 
-# ---------------------------------------------------------------------------- adapter
+# ------------------------------------------------------------------------------ reading
 
 
-def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
+def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+    """Read in two passes, so that memory does not grow with the file.
 
+    The first pass parses every line but keeps only what the views, the session
+    info and the checks need (:func:`_facts`, each line's offset and CRC-32); the
+    returned result produces the records themselves lazily, by reading the lines
+    again (:meth:`ReadResult.iter_records`), one at a time. A file that is not a
+    Claude Code transcript raises :class:`~.base.NotThisAgent`.
+    """
+    full = start == 0
+    old = {} if full else dict(state or {})
+    info = _Info(old.get("info"))
+    with _open(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if full:
+            jsonl.sniff_binary(path, fh.read(4096))
+        elif start > size:
+            info.resolve_id(path)
+            note = f"{path}: the file is shorter than what was already imported; it will be read again"
+            return ReadResult(info.session(), [], [], old, start, first_line - 1, [note], extends=False)
+        index = LineIndex(start, first_line - 1)
+        facts: list[dict | None] = []  # per JSON line, then per line (see _facts; None: not JSON)
+        judged: list[tuple[int, bool]] = []  # (line, Claude's) of the first JSON lines
+        names: dict[str, str] = {}
+        for line, value in index.scan(fh, path, start, first_line, full, lambda n, why: _first_line_error(path, n, why)):
+            if isinstance(value, dict):
+                info.feed(value)
+            facts.append(_facts(value, names))
+            if full and len(judged) < _SHAPE_LINES:
+                judged.append((line.number, claim(value) > 0))
+        facts = index.per_line(facts, None)
+        partial = fh.seek(0, os.SEEK_END) > index.end
+    if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
+        raise InputError("the session file is empty", path=path,
+                         hint="the agent has not written anything yet; try again after its first reply")
+    warnings = index.warnings
+    if partial:
+        warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be writing); "
+                        "it will be committed next time")
+    if full:
+        _check_shape(path, judged)
+    info.resolve_id(path)
+    views, extends, tree_state = _views(facts, old) if full else _extended(facts, old)
+    del facts
+    new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None}, "info": info.saved()}
 
-def _session_file(path: str) -> SessionFile | None:
-    """The session file at ``path`` when it is a regular ``.jsonl`` file."""
-    name = os.path.basename(path)
-    if not name.endswith(".jsonl") or name == ".jsonl":
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return SessionFile(AGENT, name[: -len(".jsonl")], path, st.st_mtime, st.st_size)
+    def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+        return index.records(lambda: _open(path), path, AGENT, first_line, indices,
+                             lambda i, value: normalize_record(value))
 
-
-#: Side files bigger than this are not stored (said in one line): a stray dump in a
-#: session folder must not grow every state.
-SIDE_FILE_LIMIT = 64 * 1024 * 1024
-
-
-def _side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
-    """The files of ``<session>/`` beside ``<session>.jsonl`` (``subagents/agent-*.jsonl``
-    and their ``.meta.json``, ``tool-results/``, whatever else Claude Code keeps per
-    session), by "/"-separated relative path. Symbolic links are not followed."""
-    folder = path[: -len(".jsonl")] if path.endswith(".jsonl") else None
-    if folder is None or not os.path.isdir(folder) or os.path.islink(folder):
-        return {}
-    out: dict[str, bytes] = {}
-    for dirpath, dirnames, files in os.walk(folder):
-        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for d in links:
-            warnings.append(f"{os.path.join(dirpath, d)}: a symbolic link; not followed, not stored with the session")
-        dirnames[:] = sorted(d for d in dirnames if d not in links)
-        for name in sorted(files):
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, folder).replace(os.sep, "/")
-            try:
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode):
-                    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-                    warnings.append(f"{full}: {what}; not stored with the session")
-                    continue
-                if st.st_size > SIDE_FILE_LIMIT:
-                    warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
-                    continue
-                # O_NOFOLLOW: a file swapped for a link since the lstat is refused, not followed.
-                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-                with os.fdopen(fd, "rb") as fh:
-                    out[rel] = fh.read()
-            except OSError as exc:
-                warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
+    out = ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
+                     produce=produce, count=len(index))
+    out.side = side_folder(path, warnings)
     return out
 
 
-class ClaudeAdapter(Adapter):
-    """Claude Code: ``~/.claude/projects/<project-key>/<session-id>.jsonl``."""
+def _views(facts: list[dict | None], old: Mapping[str, Any]) -> tuple[list[View], bool, dict]:
+    """A whole file's views and the tree part of its state."""
+    tree = _Tree(facts)
+    views = tree.views()
+    tail, desc = tree.state_tail(views[0])
+    groups = tree.groups(views[0], tail)
+    state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid, "groups": groups,
+             "replies": [u for u in groups if u in tree.mid]}
+    return views, False, state
 
-    name = "claude"
-    title = "Claude Code"
-    # normalize_many only marks a repeated uuid (a continuation copy) as bookkeeping,
-    # which the stored summaries already say; a turn normalizes alone, so 'opal show
-    # REV:N' reads one record, not the whole state (37 s -> 0.1 s on 100,000 turns).
-    replays = False
 
-    # -- discovery ----------------------------------------------------------------
+def _extended(facts: list[dict | None], old: Mapping[str, Any]) -> tuple[list[View], bool, dict]:
+    """An incremental read's views: the new lines extend the old active view, or there
+    are none (the caller reads the whole file again, which computes views and state)."""
+    extends, tree_state = _extension(facts, old)
+    if extends:
+        return [View(indices=list(range(len(facts))), leaf=tree_state["leaf"], name_hint=None)], True, tree_state
+    return [], False, {k: old[k] for k in ("leaf", "tail", "desc", "last", "groups", "replies") if k in old}
 
-    @staticmethod
-    def config_dir(env: Mapping[str, str]) -> str | None:
-        """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude``; None without either."""
-        conf = env.get("CLAUDE_CONFIG_DIR")
-        if conf:
-            return conf
-        home = env.get("HOME") or env.get("USERPROFILE")
-        return os.path.join(home, ".claude") if home else None
 
-    def projects_dir(self, env: Mapping[str, str]) -> str | None:
-        conf = self.config_dir(env)
-        return os.path.join(conf, "projects") if conf else None
+def _open(path: str):
+    # Records average several KB: a 1 MiB buffer reads them in a quarter of
+    # the time the default 8 KiB one takes (0.075 -> 0.02 s for 50 MB).
+    return open_session(path, "give the path of a .jsonl file under ~/.claude/projects", buffering=1 << 20)
 
-    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
-        root = self.projects_dir(env)
-        if root is None:
-            return []
-        keys = _candidate_keys(cwd)
-        # A cut key's hash may differ between runtimes: a folder with the same
-        # 200-character prefix belongs to the same project.
-        prefixes = {k[: KEY_LIMIT + 1] for k in keys if len(k) > KEY_LIMIT}
-        names = dict.fromkeys(keys + [n for n in _listdir(root) if prefixes and n[: KEY_LIMIT + 1] in prefixes])
-        found: dict[str, SessionFile] = {}
-        for name in names:
-            folder = os.path.join(root, name)
-            # Main sessions only: old-layout subagents are agent-*.jsonl beside them.
-            for file in _listdir(folder):
-                sf = _session_file(os.path.join(folder, file))
-                if sf is not None and not file.startswith("agent-") and sf.size > 0:
-                    found.setdefault(os.path.realpath(sf.path), sf)
-        return sorted(found.values(), key=lambda s: (-s.mtime, s.path))
 
-    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
-        session_id = session_id[: -len(".jsonl")] if session_id.endswith(".jsonl") else session_id
-        root = self.projects_dir(env)
-        if root is None or session_id in ("", ".", "..") or any(c in session_id for c in "/\\\x00"):
-            return None
-        found = (_session_file(os.path.join(root, d, session_id + ".jsonl")) for d in sorted(_listdir(root)))
-        return max((sf for sf in found if sf is not None), key=lambda sf: sf.mtime, default=None)
+def _first_line_error(path: str, line: int, problem: str) -> InputError:
+    return not_json_at_first(path, line, problem, OWN, "give the path of a .jsonl transcript under ~/.claude/projects")
 
-    def sniff(self, path: str, head: bytes) -> bool:
-        if b"\x00" in head[:4096]:
-            return False
-        lines = head.split(b"\n")
-        seen = 0
-        for n, raw in enumerate(lines):
-            if not raw.strip():
-                continue
-            try:
-                value = jsonl.parse(raw)
-            except jsonl.ParseFailure:
-                if n == len(lines) - 1:  # the head cut this line short
-                    break
-                return False
-            kind = _classify(value)
-            if kind is not None:
-                return kind == "claude"
-            seen += 1
-            if seen >= 20:
-                break
-        return False
 
-    def subagent_of(self, path: str, head: bytes) -> tuple[str, str | None] | None:
-        """A subagent's transcript: every conversation record is on the sidechain and
-        names the parent's ``sessionId``. Claude Code keeps it in
-        ``<parent>/subagents/agent-*.jsonl`` (older versions: ``agent-*.jsonl`` beside
-        ``<parent>.jsonl``), and stores its turns with the parent session's side folder."""
-        parent = None
-        for raw in head.split(b"\n"):
-            try:
-                rec = jsonl.parse(raw) if raw.strip() else None
-            except jsonl.ParseFailure:
-                continue
-            if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant"):
-                continue
-            if rec.get("isSidechain") is not True:
-                return None
-            parent = parent or rec.get("sessionId")
-        if not isinstance(parent, str) or not parent:
-            return None
-        folder = os.path.dirname(os.path.abspath(path))
-        places = [os.path.join(folder, parent + ".jsonl")]
-        if os.path.basename(folder) == "subagents":
-            places.insert(0, os.path.join(os.path.dirname(os.path.dirname(folder)), parent + ".jsonl"))
-        return parent, next((p for p in places if os.path.isfile(p)), None)
+def _check_shape(path: str, judged: list[tuple[int, bool]]) -> None:
+    """Refuse files that hold no Claude Code entry near the top (:func:`~.base.check_shape`)."""
+    check_shape(path, judged, "this JSON-lines file has no Claude Code entries (no type with uuid or sessionId)",
+                "give the path of a .jsonl transcript under ~/.claude/projects, or pick the right --agent", OWN)
 
-    # -- reading ------------------------------------------------------------------
 
-    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
-        """Read in two passes, so that memory does not grow with the file.
-
-        The first pass parses every line but keeps only what the views, the session
-        info and the checks need (:func:`_facts`, each line's offset and CRC-32); the
-        returned result produces the records themselves lazily, by reading the lines
-        again (:meth:`ReadResult.iter_records`), one at a time.
-        """
-        full = start == 0
-        old = {} if full else dict(state or {})
-        info = _Info(old.get("info"))
-        with self._open(path) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if full:
-                jsonl.sniff_binary(path, fh.read(4096))
-            elif start > size:
-                info.resolve_id(path)
-                note = f"{path}: the file is shorter than what was already imported; it will be read again"
-                return ReadResult(info.session(), [], [], old, start, first_line - 1, [note], extends=False)
-            index = LineIndex(start, first_line - 1)
-            facts: list[dict | None] = []  # per JSON line, then per line (see _facts; None: not JSON)
-            judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
-            names: dict[str, str] = {}
-            for line, value in index.scan(fh, path, start, first_line, full,
-                                          lambda n, problem: self._first_line_error(path, n, problem, fh)):
-                if isinstance(value, dict):
-                    info.feed(value)
-                facts.append(_facts(value, names))
-                if full and len(judged) < _SHAPE_LINES:
-                    judged.append((line.number, _classify(value)))
-            facts = index.per_line(facts, None)
-            partial = fh.seek(0, os.SEEK_END) > index.end
-        if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
-            raise InputError("the session file is empty", path=path,
-                             hint="the agent has not written anything yet; try again after its first reply")
-        warnings = index.warnings
-        if partial:
-            warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be writing); "
-                            "it will be committed next time")
-        if full:
-            self._check_shape(path, judged)
-
-        info.resolve_id(path)
-        count = len(facts)
-        extends = False
-        if full:
-            tree = _Tree(facts)
-            views = tree.views()
-            tail, desc = tree.state_tail(views[0])
-            tree_state = {"leaf": tree.active, "tail": tail, "desc": desc, "last": tree.last_uuid,
-                          "groups": (groups := tree.groups(views[0], tail)),
-                          "replies": [u for u in groups if u in tree.mid]}
-            del tree
-        else:
-            extends, tree_state = _extension(facts, old)
-            if extends:
-                views = [View(indices=list(range(count)), leaf=tree_state["leaf"], name_hint=None)]
-            else:  # the caller reads the whole file again, which computes views and state
-                views, tree_state = [], {k: old[k] for k in ("leaf", "tail", "desc", "last", "groups", "replies")
-                                          if k in old}
-        del facts
-        new_state = {"v": STATE_VERSION, **{k: v for k, v in tree_state.items() if v is not None},
-                     "info": info.saved()}
-
-        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            return index.records(lambda: self._open(path), path, AGENT, first_line, indices,
-                                 lambda i, value: normalize_record(value))
-
-        out = ReadResult(info.session(), None, views, new_state, index.end, index.lines, warnings, extends,
-                         produce=produce, count=count)
-        out.side = _side_folder(path, warnings)
-        return out
-
-    @staticmethod
-    def _open(path: str):
-        # Records average several KB: a 1 MiB buffer reads them in a quarter of
-        # the time the default 8 KiB one takes (0.075 -> 0.02 s for 50 MB).
-        return open_session(path, "give the path of a .jsonl file under ~/.claude/projects", buffering=1 << 20)
-
-    def _first_line_error(self, path: str, line: int, problem: str, fh) -> InputError:
-        # A Gemini CLI session of the single-JSON era is one pretty-printed document.
+def subagent_parent(head: bytes) -> str | None:
+    """The parent session's id when the file whose first bytes are ``head`` is a
+    subagent's transcript: every conversation record is on the sidechain and names
+    the parent's ``sessionId``. None for a session of its own."""
+    parent = None
+    for raw in head.split(b"\n"):
         try:
-            if fh.seek(0, os.SEEK_END) <= 64 * 1024 * 1024:
-                fh.seek(0)
-                kind = _classify(jsonl.parse(fh.read().strip()))
-                if kind in FILE_KINDS and kind != AGENT:
-                    return foreign_file(path, None, kind, "a Claude Code session")
-        except (jsonl.ParseFailure, OSError, MemoryError):
-            pass
-        return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Claude Code session",
-                          path=path, line=line, hint="give the path of a .jsonl transcript under ~/.claude/projects")
+            rec = jsonl.parse(raw) if raw.strip() else None
+        except jsonl.ParseFailure:
+            continue
+        if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant"):
+            continue
+        if rec.get("isSidechain") is not True:
+            return None
+        parent = parent or rec.get("sessionId")
+    return parent if isinstance(parent, str) and parent else None
 
-    def _check_shape(self, path: str, judged: list[tuple[int, str | None]]) -> None:
-        """Refuse files that hold no Claude Code entry near the top; name the agent if known.
 
-        ``judged`` is (line, agent) of the first :data:`_SHAPE_LINES` JSON lines.
-        """
-        if not judged or any(kind == "claude" for _, kind in judged):
-            return  # nothing but a line still being written: no verdict yet
-        line, kind = judged[0]
-        if kind in FILE_KINDS and kind != AGENT:
-            raise foreign_file(path, line, kind, "a Claude Code session")
-        raise InputError("this JSON-lines file has no Claude Code entries (no type with uuid or sessionId)",
-                         path=path, line=line, hint="give the path of a .jsonl transcript under "
-                         "~/.claude/projects, or pick the right --agent")
-
-    normalize_record = staticmethod(normalize_record)
-
-    def normalize_many(self, turns: list[Turn]) -> list[Normal]:
-        """As :meth:`normalize`, except that a line repeating the uuid of an earlier
-        conversation line (a Claude Code 1.0.x continuation copies the earlier session's
-        lines under the same uuids) is bookkeeping: the conversation holds it once."""
-        out: list[Normal] = []
-        seen: set[str] = set()
-        for t in turns:
-            value: Any = record_of(t)
-            normal = normalize_record(value) if value is not None or t.has_record else self.normalize(t)
-            u = value.get("uuid") if isinstance(value, dict) else None
-            if _is_id(u) and normal.role != "meta":
-                if u in seen:
-                    normal = Normal(role="meta", blocks=normal.blocks, time=normal.time, label="continuation-copy")
-                seen.add(u)
-            out.append(normal)
-        return out
-
-    # -- writing ------------------------------------------------------------------
-    # The writer lives in claude_export (it imports this module, hence the late imports).
-
-    def export(self, req: ExportRequest) -> ExportResult:
-        from opalgit.agents.claude.write import export
-
-        return export(req)
-
-    def replace_tool_outputs(self, turn: Turn, replace: Callable[[str, str], str | None]) -> Turn | None:
-        from opalgit.agents.claude.write import replace_tool_outputs
-
-        return replace_tool_outputs(turn, replace)
+def normalize_many(turns: list[Turn], normalize: Callable[[Turn], Normal]) -> list[Normal]:
+    """As ``normalize`` (:meth:`~.base.Adapter.normalize`), except that a line repeating
+    the uuid of an earlier conversation line (a Claude Code 1.0.x continuation copies
+    the earlier session's lines under the same uuids) is bookkeeping: the conversation
+    holds it once."""
+    out: list[Normal] = []
+    seen: set[str] = set()
+    for t in turns:
+        value: Any = record_of(t)
+        normal = normalize_record(value) if value is not None or t.has_record else normalize(t)
+        u = value.get("uuid") if isinstance(value, dict) else None
+        if _is_id(u) and normal.role != "meta":
+            if u in seen:
+                normal = Normal(role="meta", blocks=normal.blocks, time=normal.time, label="continuation-copy")
+            seen.add(u)
+        out.append(normal)
+    return out

@@ -29,7 +29,6 @@ Pure: no store, no environment reads beyond ``req.env``, no printing.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -40,8 +39,8 @@ from typing import Any, Callable, Mapping
 
 from opalgit import jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, LossReport
-from opalgit.agents.claude.read import AGENT, ClaudeAdapter, project_key
+from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, reasoning_as_text
+from opalgit.agents.claude.files import AGENT, config_dir, project_key
 from opalgit.errors import UsageError
 from opalgit.history.model import Normal, Turn
 from opalgit.plural import count, noun
@@ -66,17 +65,12 @@ def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
 
-def _iso(ms: int) -> str:
-    t = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
 # ------------------------------------------------------------------------------ export
 
 
 def export(req: ExportRequest) -> ExportResult:
     """The session file that makes ``req.turns`` a resumable Claude Code session."""
-    conf = ClaudeAdapter.config_dir(req.env)
+    conf = config_dir(req.env)
     if conf is None:
         raise UsageError("cannot tell where Claude Code keeps its sessions", hint="set CLAUDE_CONFIG_DIR or HOME")
     sid = req.session_id
@@ -270,6 +264,16 @@ class _Writer:
         # Pairing first: closing an exchange may write a synthesized result, which moves the tip.
         msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
         content = msg.get("content")
+        if not self._pair(kind, msg, content, new):
+            return  # nothing left that answers a call: leave the record out, relink its children
+        self._link(new, kind)
+        self._put(new, raw, rec)
+        self._written(u, kind, rec, msg, content)
+
+    def _pair(self, kind: Any, msg: dict, content: Any, new: dict) -> bool:
+        """Close or continue the open exchange before a main-chain record; a user record of
+        tool results loses the results whose call was not written. False: nothing of
+        it answers a call any more, and it is left out."""
         if kind == "assistant":
             mid = msg.get("id")
             if not (_is_id(mid) and mid == self.open_msg and not self.results):
@@ -278,34 +282,36 @@ class _Writer:
                 self._flush_reply()
         elif kind == "user":
             blocks = content if isinstance(content, list) else []
-            if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
-                self._flush_reply()
-                self._flush_results()
-                kept, orphans = [], 0
-                for b in blocks:
-                    if isinstance(b, dict) and b.get("type") == "tool_result":
-                        cid = b.get("tool_use_id")
-                        if _is_id(cid):  # a result without an id cannot be judged: leave it to Claude
-                            if cid not in self.pending:
-                                orphans += 1
-                                continue
-                            del self.pending[cid]
-                    kept.append(b)
-                if orphans:
-                    self.report.drop("tool_result:orphan", orphans)
-                    if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in kept):
-                        return  # nothing left that answers a call: leave the record out, relink its children
-                    new["message"] = dict(msg, content=kept)
-            else:
+            if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
                 self._close()
+                return True
+            self._flush_reply()
+            self._flush_results()
+            kept, orphans = [], 0
+            for b in blocks:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    cid = b.get("tool_use_id")
+                    if _is_id(cid):  # a result without an id cannot be judged: leave it to Claude
+                        if cid not in self.pending:
+                            orphans += 1
+                            continue
+                        del self.pending[cid]
+                kept.append(b)
+            if orphans:
+                self.report.drop("tool_result:orphan", orphans)
+                if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in kept):
+                    return False
+                new["message"] = dict(msg, content=kept)
         else:
             # Attachments and the like: Claude may send them as user content, which must not
             # come between a tool_use and its results.
             self._flush_reply()
             self._flush_results()
+        return True
 
-        self._link(new, kind)
-        self._put(new, raw, rec)
+    def _written(self, u: str, kind: Any, rec: dict, msg: dict, content: Any) -> None:
+        """What a written main-chain record changes: the chain's tip and leaf, the calls
+        now open, the prompt being answered."""
         self.written.add(u)
         if kind in _CHAIN_TYPES:
             self.tip = u
@@ -464,15 +470,10 @@ class _Writer:
         return None
 
     def _reasoning(self, agent: str, blk: dict, t: int | None) -> None:
-        text = blk.get("text") or ""
-        if self.req.reasoning == "text" and isinstance(text, str) and text.strip():
+        text = reasoning_as_text(self.req, blk, self.report)
+        if text is not None:
             # Never a thinking block: its signature would have to be Anthropic's.
             self._reply_block({"type": "text", "text": f"[reasoning from {agent}] {text}"}, t)
-            self.report.convert("reasoning:as_text")
-        elif blk.get("signed"):
-            self.report.drop("reasoning:signed")
-        else:
-            self.report.drop("reasoning:foreign")
 
     def _call(self, agent: str, blk: dict, t: int | None) -> None:
         orig = blk.get("id")
@@ -621,7 +622,7 @@ class _Writer:
         self.made += 1
         self.lines.append({
             "parentUuid": self.tip, "isSidechain": False, "type": kind, "message": message, "uuid": u,
-            "timestamp": _iso(t if t is not None else self.req.now_ms), "userType": "external",
+            "timestamp": iso(t if t is not None else self.req.now_ms), "userType": "external",
             "cwd": self.req.cwd, "sessionId": self.req.session_id, "version": CLAUDE_VERSION,
         })
         self.written.add(u)

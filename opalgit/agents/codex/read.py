@@ -1,4 +1,4 @@
-"""The Codex CLI adapter: finds, reads and normalizes ``~/.codex`` rollouts.
+"""Reading Codex CLI rollouts: parsing and normalizing their lines.
 
 A Codex session ("thread") is one JSON-lines rollout file under
 ``<home>/sessions/YYYY/MM/DD/`` (or ``archived_sessions/``), plain or ``.jsonl.zst``.
@@ -11,14 +11,14 @@ they roll back. Paginated (``ordinal``) and legacy lines may be mixed in one fil
 
 The model sees ``response_item`` lines; ``event_msg`` lines repeat the conversation
 for the UI and are ``meta`` here, so nothing is counted twice. Normalized blocks use
-the shared vocabulary (see :mod:`.claude`): ``text``, ``image``, ``reasoning``
+the shared vocabulary (see :mod:`opalgit.agents.claude.read`): ``text``, ``image``, ``reasoning``
 (``signed`` when OpenAI's ``encrypted_content`` is present), ``tool_call`` (``input``
 is the parsed arguments object, or the raw string for freeform tools),
 ``tool_result`` and ``other``.
 
 Reading takes two passes so that memory does not grow with the rollout (see
-:meth:`CodexAdapter.read`). Writing rollouts (export, and rewriting tool outputs for
-``opal trim``) lives in :mod:`.codex_export`; :class:`CodexAdapter` delegates to it.
+:func:`read`). Where rollouts are is :mod:`.files`; writing them (export, and
+rewriting tool outputs for ``opal trim``), :mod:`.write`.
 
 Pure: no store, no environment reads (the mapping is passed in), no printing.
 """
@@ -29,110 +29,78 @@ import io
 import json
 import os
 import re
-from typing import IO, Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from opalgit import codec, jsonl
+from opalgit import jsonl
 from opalgit.agents.base import (
-    FILE_KINDS,
-    Adapter,
-    ExportRequest,
-    ExportResult,
+    CERTAIN,
     LineIndex,
     ReadResult,
     Record,
-    SessionFile,
     View,
-    bare_reason,
-    foreign_file,
-    open_session,
+    check_shape,
+    not_json_at_first,
     parse_time,
     reopen,
+    sniff_lines,
 )
-from opalgit.errors import CorruptObjectError, InputError
-from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.agents.codex.files import decompressed_head, is_zst, open_rollout, rollout_name
+from opalgit.agents.codex.format import (
+    AGENT,
+    CALLS,
+    CONTEXT_PREFIXES,
+    ITEM_KINDS,
+    OUTPUTS,
+    REQUEST_MARKER,
+    ROLLOUT_KINDS,
+    is_str,
+)
+from opalgit.agents.codex.threads import child_threads
+from opalgit.errors import InputError
+from opalgit.history.model import Normal, SessionInfo
 
-__all__ = ["CodexAdapter", "codex_home", "normalize_record", "parse_time", "rollout_name", "DEFAULT_CLI_VERSION", "DANGLING_OUTPUT"]
+__all__ = ["claim", "claim_cut", "normalize_record", "parse_time", "read", "sniff"]
 
-AGENT = "codex"
 STATE_VERSION = 1
-#: ``cli_version`` written when the source is not a Codex session (the pinned CLI).
-DEFAULT_CLI_VERSION = "0.169.0"
-ORIGINATOR = "codex_cli_rs"
-DANGLING_OUTPUT = "[opal: this tool call has no recorded result]"
-
-#: RolloutItem kinds (formats.md §1.3); a line of another ``type`` with a payload is still Codex's.
-ROLLOUT_KINDS = frozenset(
-    """session_meta response_item event_msg turn_context compacted world_state security_risk_score
-    inter_agent_communication inter_agent_communication_metadata token_usage_record retained_context
-    realtime_item""".split()
-)
-#: Item types older rollouts wrote at the top level, without the envelope.
-_ITEM_KINDS = frozenset(
-    """message reasoning function_call function_call_output custom_tool_call custom_tool_call_output
-    local_shell_call local_shell_call_output tool_search_call tool_search_output web_search_call
-    image_generation_call""".split()
-)
-_CALLS = ("function_call", "custom_tool_call", "local_shell_call", "tool_search_call", "tool_call")
-_OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output",
-            "tool_result", "function_result")
-#: User-role text Codex injects itself (formats.md §1.11); such messages are ``meta``.
-CONTEXT_PREFIXES = (
-    "<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions instructions>",
-    "<skills_instructions>", "<collaboration_mode>", "<personality_spec>", "<turn_aborted>",
-    "<subagent_notification>", "<realtime_conversation>", "<apps_instructions>", "<plugins_instructions>",
-)
-REQUEST_MARKER = "## My request for Codex:"
-
 _SHAPE_LINES = 64
-_HEAD_LIMITS = (256 * 1024, 16 * 1024 * 1024)
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_MAX_ZST = 1 << 31
-_ID_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "logicalParentUuid")
+#: What a refusal calls the file it expected.
+OWN = "a Codex CLI rollout"
 _CUT_LINE_RE = re.compile(rb'^\{"timestamp":"[^"]*",(?:"ordinal":\d+,)?"type":"([a-z_]+)","payload":')
-_NAME_RE = re.compile(r"^rollout-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2})-(.+?)\.jsonl(\.zst)?$")
 
 
 # ------------------------------------------------------------------------ small helpers
 
 
-def _is_str(v: Any) -> bool:
-    return isinstance(v, str) and v != ""
-
-
-def _classify(obj: Any) -> str | None:
-    """Which agent wrote this JSON line: "codex", "claude", "gemini", or None."""
+def claim(obj: Any) -> float:
+    """How surely a parsed line is a rollout line (see :func:`~.base.sniff_lines`): certain
+    for a RolloutItem envelope (a kind and its payload) or the header line of 2025
+    rollouts; less for an envelope of a kind this opal does not know, and for the bare
+    items and state records older rollouts wrote."""
     if not isinstance(obj, dict):
-        return None
+        return 0.0
     kind = obj.get("type")
-    if isinstance(kind, str) and any(k in obj for k in _ID_KEYS):
-        return "claude"
-    if "projectHash" in obj or "$set" in obj or any(isinstance(obj.get(k), list) for k in ("messages", "history")):
-        return "gemini"
     if isinstance(kind, str) and "payload" in obj and ("timestamp" in obj or kind in ROLLOUT_KINDS):
-        return "codex"
+        return CERTAIN if kind in ROLLOUT_KINDS else 0.75
     if "id" in obj and "timestamp" in obj and "instructions" in obj:
-        return "codex"  # the header line of 2025 rollouts
-    if "record_type" in obj or (kind in _ITEM_KINDS and ("role" in obj or "call_id" in obj or "summary" in obj)):
-        return "codex"
-    return None
+        return CERTAIN
+    if "record_type" in obj or (kind in ITEM_KINDS and ("role" in obj or "call_id" in obj or "summary" in obj)):
+        return 0.75
+    return 0.0
 
 
-def rollout_name(path: str) -> tuple[str, str | None] | None:
-    """``(thread id, rollout id or None)`` from a ``rollout-<ts>-<thread>[_<rollout>].jsonl[.zst]`` name."""
-    m = _NAME_RE.match(os.path.basename(path))
-    if not m:
-        return None
-    thread, _, rollout = m.group(2).partition("_")
-    return thread, rollout or None
+def claim_cut(raw: bytes) -> float:
+    """A rollout line the head cut short: its envelope's start names a RolloutItem kind."""
+    m = _CUT_LINE_RE.match(raw.lstrip())
+    return CERTAIN if m and m.group(1).decode() in ROLLOUT_KINDS else 0.0
 
 
-def codex_home(env: Mapping[str, str]) -> str | None:
-    """``$CODEX_HOME`` when set and non-empty, else ``$HOME/.codex``; None without either."""
-    home = env.get("CODEX_HOME")
-    if home:
-        return home
-    user = env.get("HOME") or env.get("USERPROFILE")
-    return os.path.join(user, ".codex") if user else None
+def sniff(path: str, head: bytes) -> float:
+    """How surely a file whose first bytes are ``head`` is a rollout (a ``.zst`` one's text)."""
+    if is_zst(path, head):
+        head = decompressed_head(path, head)
+        if head is None:
+            return 0.0
+    return sniff_lines(head, claim, claim_cut)
 
 
 # -------------------------------------------------------------------------- normalizing
@@ -235,10 +203,10 @@ def _item_normal(p: Mapping[str, Any], t: int | None, prefix: str) -> Normal:
                 if isinstance(text, str):
                     parts.append(text)
         block: dict[str, Any] = {"type": "reasoning", "text": "\n".join(parts)}
-        if _is_str(p.get("encrypted_content")):
+        if is_str(p.get("encrypted_content")):
             block["signed"] = True
         return Normal("assistant", [block], t)
-    if kind in _CALLS:
+    if kind in CALLS:
         fn = p.get("function")
         name = p.get("name") if "name" in p else (fn.get("name") if isinstance(fn, dict) else None)
         if kind == "custom_tool_call":
@@ -251,7 +219,7 @@ def _item_normal(p: Mapping[str, Any], t: int | None, prefix: str) -> Normal:
             inp = _arguments(p.get("arguments"))
         call_id = p.get("call_id") if "call_id" in p else p.get("id")
         return Normal("assistant", [{"type": "tool_call", "id": call_id, "name": name, "input": inp}], t)
-    if kind in _OUTPUTS:
+    if kind in OUTPUTS:
         raw = p.get("tools") if kind == "tool_search_output" else p.get("output", p.get("result"))
         if kind == "tool_search_output":
             out: str | list = jsonl.dumps(raw).decode("utf-8", "surrogatepass") if raw is not None else ""
@@ -287,14 +255,14 @@ def normalize_record(rec: Any) -> Normal:
         if kind == "response_item" and isinstance(payload, dict):
             return _item_normal(payload, t, "response_item")
         sub = payload.get("type") if isinstance(payload, dict) else None
-        return Normal(role="meta", time=t, label=f"{kind}:{sub}" if _is_str(sub) else kind)
+        return Normal(role="meta", time=t, label=f"{kind}:{sub}" if is_str(sub) else kind)
     if "id" in rec and "instructions" in rec and "payload" not in rec:
         return Normal(role="meta", time=t, label="session_meta:legacy")
     if "record_type" in rec:
         return Normal(role="meta", time=t, label=f"state:{rec['record_type']}")
-    if kind in _ITEM_KINDS or kind in _CALLS or kind in _OUTPUTS or (kind is None and "role" in rec):
+    if kind in ITEM_KINDS or kind in CALLS or kind in OUTPUTS or (kind is None and "role" in rec):
         return _item_normal(rec, t, "item")
-    return Normal(role="meta", time=t, label=kind if _is_str(kind) else "unknown")
+    return Normal(role="meta", time=t, label=kind if is_str(kind) else "unknown")
 
 
 # ------------------------------------------------------------------------ session info
@@ -307,7 +275,7 @@ class _Info:
 
     def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
         s = dict(saved or {})
-        self.values: dict[str, str] = {k: s[k] for k in self.FIELDS if _is_str(s.get(k))}
+        self.values: dict[str, str] = {k: s[k] for k in self.FIELDS if is_str(s.get(k))}
 
     def feed(self, rec: Mapping[str, Any]) -> None:
         v = self.values
@@ -316,22 +284,22 @@ class _Info:
         p = p if isinstance(p, dict) else {}
         if kind == "session_meta":
             # The first session_meta is the thread's; later ones are copied from forks' parents.
-            if "id" not in v and _is_str(p.get("id")):
+            if "id" not in v and is_str(p.get("id")):
                 v["id"] = p["id"]
                 for key, src in (("cwd", p.get("cwd")), ("version", p.get("cli_version"))):
-                    if _is_str(src):
+                    if is_str(src):
                         v[key] = src
                 git = p.get("git")
-                if isinstance(git, dict) and _is_str(git.get("branch")):
+                if isinstance(git, dict) and is_str(git.get("branch")):
                     v["git_branch"] = git["branch"]
         elif kind == "turn_context":
-            if _is_str(p.get("model")):
+            if is_str(p.get("model")):
                 v["model"] = p["model"]
-            if "cwd" not in v and _is_str(p.get("cwd")):
+            if "cwd" not in v and is_str(p.get("cwd")):
                 v["cwd"] = p["cwd"]
-        elif kind == "event_msg" and p.get("type") == "thread_name_updated" and _is_str(p.get("thread_name")):
+        elif kind == "event_msg" and p.get("type") == "thread_name_updated" and is_str(p.get("thread_name")):
             v["title"] = p["thread_name"]
-        elif "payload" not in rec and "instructions" in rec and _is_str(rec.get("id")):
+        elif "payload" not in rec and "instructions" in rec and is_str(rec.get("id")):
             v.setdefault("id", rec["id"])
 
     def session(self, path: str) -> SessionInfo:
@@ -344,273 +312,77 @@ class _Info:
                            version=self.values.get("version"))
 
 
-# ----------------------------------------------------------------------------- files
+# ------------------------------------------------------------------------------ reading
 
 
-def _is_zst(path: str, head: bytes = b"") -> bool:
-    return path.endswith(".zst") or head.startswith(_ZSTD_MAGIC)
-
-
-def _first_line(path: str) -> Any:
-    """The parsed first non-empty line of a rollout (plain or zst), or None."""
-    try:
-        with open(path, "rb") as fh:
-            if path.endswith(".zst"):
-                data = fh.read(4 << 20)
-                for limit in _HEAD_LIMITS:
-                    text = codec.zstd_decompress(data, limit=limit)
-                    lines = [ln for ln in text.split(b"\n")[:-1] if ln.strip()]
-                    if lines or len(text) < limit:
-                        return jsonl.parse(lines[0]) if lines else None
-                return None
-            while True:
-                raw = fh.readline(_HEAD_LIMITS[-1])
-                if not raw or not raw.endswith(b"\n"):
-                    return None
-                if raw.strip():
-                    return jsonl.parse(raw[:-1])
-    except (OSError, jsonl.ParseFailure, CorruptObjectError):
-        return None
-
-
-def _rollouts(home: str) -> Iterator[str]:
-    """Rollout files under ``sessions/`` and ``archived_sessions/``; plain wins over ``.zst``."""
-    for sub in ("sessions", "archived_sessions"):
-        for folder, dirs, files in os.walk(os.path.join(home, sub)):
-            dirs.sort()
-            names = set(files)
-            for name in sorted(files):
-                if not name.startswith("rollout-"):
-                    continue
-                if name.endswith(".jsonl") or (name.endswith(".jsonl.zst") and name[:-4] not in names):
-                    yield os.path.join(folder, name)
-
-
-def _session_file(sid: str, path: str) -> SessionFile | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return SessionFile(AGENT, sid, path, st.st_mtime, st.st_size)
-
-
-# ---------------------------------------------------------------------------- adapter
-
-
-class CodexAdapter(Adapter):
-    """Codex CLI: ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread id>.jsonl``."""
-
-    name = "codex"
-    title = "Codex CLI"
-
-    # -- discovery ----------------------------------------------------------------
-
-    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
-        home = codex_home(env)
-        if home is None or not os.path.isdir(home):
-            return []
-        wanted = {cwd.rstrip("/") or "/"}
-        try:
-            wanted.add(os.path.realpath(cwd))
-        except (OSError, ValueError):
-            pass
-        found = []
-        for path in _rollouts(home):
-            head = _first_line(path)
-            if not isinstance(head, dict) or head.get("type") != "session_meta":
-                continue
-            p = head.get("payload")
-            if not isinstance(p, dict) or not _is_str(p.get("cwd")) or (p["cwd"].rstrip("/") or "/") not in wanted:
-                continue
-            named = rollout_name(path)
-            sid = p["id"] if _is_str(p.get("id")) else (named[0] if named else os.path.basename(path))
-            sf = _session_file(sid, path)
-            if sf is not None:
-                found.append(sf)
-        return sorted(found, key=lambda s: (-s.mtime, s.path))
-
-    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
-        sid = session_id
-        for suffix in (".zst", ".jsonl"):
-            sid = sid.removesuffix(suffix)
-        named = rollout_name(sid + ".jsonl")
-        if named is not None:
-            sid = named[0] if named[1] is None else f"{named[0]}_{named[1]}"
-        if not sid or sid in (".", "..") or any(c in sid for c in "/\\\x00"):
-            return None
-        home = codex_home(env)
-        if home is None:
-            return None
-        best: tuple[tuple[int, float], SessionFile] | None = None
-        for path in _rollouts(home):
-            named = rollout_name(path)
-            if named is None:
-                continue
-            thread, rollout = named
-            whole = thread if rollout is None else f"{thread}_{rollout}"
-            score = 3 if sid in (thread, whole) else 2 if sid == rollout else 1 if len(sid) >= 8 and sid in whole else 0
-            if not score:
-                continue
-            sf = _session_file(thread, path)
-            if sf is not None and (best is None or (score, sf.mtime) > best[0]):
-                best = ((score, sf.mtime), sf)
-        return best[1] if best else None
-
-    def sniff(self, path: str, head: bytes) -> bool:
-        if _is_zst(path, head):
-            # zstd emits whole blocks (up to 128 KiB of text): a short head may decompress
-            # to nothing, so read more of the file itself.
-            try:
-                with open(path, "rb") as fh:
-                    data = fh.read(4 << 20)
-            except OSError:
-                data = head
-            try:
-                head = codec.zstd_decompress(data if len(data) > len(head) else head, limit=1 << 20)
-            except CorruptObjectError:
-                return False
-        if b"\x00" in head[:4096]:
-            return False
-        lines = head.split(b"\n")
-        seen = 0
-        for n, raw in enumerate(lines):
-            if not raw.strip():
-                continue
-            try:
-                value = jsonl.parse(raw)
-            except jsonl.ParseFailure:
-                if n == len(lines) - 1:  # the head cut this line short
-                    m = _CUT_LINE_RE.match(raw.lstrip())
-                    return bool(m) and m.group(1).decode() in ROLLOUT_KINDS
-                return False
-            kind = _classify(value)
-            if kind is not None:
-                return kind == AGENT
-            seen += 1
-            if seen >= 20:
-                break
-        return False
-
-    # -- reading ------------------------------------------------------------------
-
-    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
-        """Read in two passes, so that memory does not grow with the rollout (as the
-        Claude adapter does): the first parses every line but keeps only its offset,
-        CRC-32 and kind, and feeds the session info; the result produces the records
-        by reading the lines again, one at a time (:meth:`ReadResult.iter_records`)."""
-        full = start == 0
-        fh = self._open(path)
-        with fh:
-            size = fh.seek(0, os.SEEK_END)
-            if full:
-                if size == 0:
-                    raise InputError("the session file is empty", path=path,
-                                     hint="Codex has not written anything yet; try again after its first reply")
-                fh.seek(0)
-                jsonl.sniff_binary(path, fh.read(4096))
-            elif start > size:
-                return ReadResult(
-                    session=_Info((state or {}).get("info")).session(path), records=[], views=[],
-                    state=dict(state or {}), end=start, lines=first_line - 1, extends=False,
-                    warnings=[f"{path}: the file is shorter than what was already imported; it will be read again"],
-                )
-            info = _Info(None if full else (state or {}).get("info"))
-            index = LineIndex(start, first_line - 1)
-            judged: list[tuple[int, str | None]] = []  # (line, agent) of the first JSON lines
-            for line, value in index.scan(fh, path, start, first_line, full,
-                                          lambda n, problem: self._first_line_error(path, n, problem, fh)):
-                if isinstance(value, dict):
-                    info.feed(value)
-                if full and len(judged) < _SHAPE_LINES:
-                    judged.append((line.number, _classify(value)))
-            if size > index.end:
-                index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (Codex may still be "
-                                      "writing); it will be committed next time")
-            # A .zst rollout was decompressed into memory: the records are read from
-            # that copy again (a plain file is opened again instead).
-            data = fh.getvalue() if isinstance(fh, io.BytesIO) else None
+def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+    """Read in two passes, so that memory does not grow with the rollout (as the
+    Claude adapter does): the first parses every line but keeps only its offset,
+    CRC-32 and kind, and feeds the session info; the result produces the records
+    by reading the lines again, one at a time (:meth:`ReadResult.iter_records`).
+    A file that is not a rollout raises :class:`~.base.NotThisAgent`."""
+    full = start == 0
+    fh = open_rollout(path)
+    with fh:
+        size = fh.seek(0, os.SEEK_END)
         if full:
-            self._check_shape(path, judged)
-        session = info.session(path)
-
-        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            again = (lambda: io.BytesIO(data)) if data is not None else (lambda: reopen(path))
-            return index.records(again, path, AGENT, first_line, indices, lambda i, value: normalize_record(value))
-
-        count = len(index)
-        out = ReadResult(
-            session=session,
-            views=[View(indices=list(range(count)))],
-            state={"v": STATE_VERSION, "info": {k: v for k, v in session.to_map().items() if k != "agent"}},
-            end=index.end,
-            lines=index.lines,
-            warnings=index.warnings,
-            # Codex only appends: once the caller has verified the prefix, new lines extend it.
-            extends=not full,
-            produce=produce,
-            count=count,
-        )
-        # The rollouts of the sub-agents it spawned are part of the session (codex_threads).
-        from opalgit.agents.codex.threads import child_threads  # only when a session is read: 'get' stays one import
-
-        out.side = child_threads(path, session.id, out.warnings)
-        return out
-
-    def _open(self, path: str) -> IO[bytes]:
-        fh = open_session(path, "give the path of a rollout-*.jsonl file under ~/.codex/sessions")
-        if not _is_zst(path, fh.read(4)):
+            if size == 0:
+                raise InputError("the session file is empty", path=path,
+                                 hint="Codex has not written anything yet; try again after its first reply")
             fh.seek(0)
-            return fh
-        with fh:
-            fh.seek(0)
-            data = fh.read(_MAX_ZST)
-        try:
-            # Offsets of a .zst rollout are offsets in its decompressed text.
-            return io.BytesIO(codec.zstd_decompress(data))
-        except CorruptObjectError as exc:
-            raise InputError(f"this .zst file does not decompress ({exc})", path=path,
-                             hint="Codex compresses old rollouts with zstd; the file may be damaged") from None
+            jsonl.sniff_binary(path, fh.read(4096))
+        elif start > size:
+            return ReadResult(
+                session=_Info((state or {}).get("info")).session(path), records=[], views=[],
+                state=dict(state or {}), end=start, lines=first_line - 1, extends=False,
+                warnings=[f"{path}: the file is shorter than what was already imported; it will be read again"],
+            )
+        info = _Info(None if full else (state or {}).get("info"))
+        index = LineIndex(start, first_line - 1)
+        judged: list[tuple[int, bool]] = []  # (line, Codex's) of the first JSON lines
+        for line, value in index.scan(fh, path, start, first_line, full,
+                                      lambda n, why: _first_line_error(path, n, why)):
+            if isinstance(value, dict):
+                info.feed(value)
+            if full and len(judged) < _SHAPE_LINES:
+                judged.append((line.number, claim(value) > 0))
+        if size > index.end:
+            index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (Codex may still be "
+                                  "writing); it will be committed next time")
+        # A .zst rollout was decompressed into memory: the records are read from
+        # that copy again (a plain file is opened again instead).
+        data = fh.getvalue() if isinstance(fh, io.BytesIO) else None
+    if full:
+        _check_shape(path, judged)
+    session = info.session(path)
 
-    def _first_line_error(self, path: str, line: int, problem: str, fh: IO[bytes]) -> InputError:
-        # A Gemini CLI session of the single-JSON era is one pretty-printed document.
-        try:
-            if fh.seek(0, os.SEEK_END) <= 64 * 1024 * 1024:
-                fh.seek(0)
-                kind = _classify(jsonl.parse(fh.read().strip()))
-                if kind in FILE_KINDS and kind != AGENT:
-                    return foreign_file(path, None, kind, "a Codex CLI rollout")
-        except (jsonl.ParseFailure, OSError, MemoryError):
-            pass
-        return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Codex CLI rollout",
-                          path=path, line=line, hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions")
+    def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+        again = (lambda: io.BytesIO(data)) if data is not None else (lambda: reopen(path))
+        return index.records(again, path, AGENT, first_line, indices, lambda i, value: normalize_record(value))
 
-    def _check_shape(self, path: str, judged: list[tuple[int, str | None]]) -> None:
-        """Refuse files that hold no Codex line near the top; name the agent if known.
+    count = len(index)
+    out = ReadResult(
+        session=session,
+        views=[View(indices=list(range(count)))],
+        state={"v": STATE_VERSION, "info": {k: v for k, v in session.to_map().items() if k != "agent"}},
+        end=index.end,
+        lines=index.lines,
+        warnings=index.warnings,
+        # Codex only appends: once the caller has verified the prefix, new lines extend it.
+        extends=not full,
+        produce=produce,
+        count=count,
+    )
+    # The rollouts of the sub-agents it spawned are part of the session (.threads).
+    out.side = child_threads(path, session.id, out.warnings)
+    return out
 
-        ``judged`` is (line, agent) of the first :data:`_SHAPE_LINES` JSON lines.
-        """
-        if not judged:
-            return  # nothing but a line still being written: no verdict yet
-        for line, kind in judged:
-            if kind == AGENT:
-                return
-            if kind in FILE_KINDS and kind != AGENT:
-                raise foreign_file(path, line, kind, "a Codex CLI rollout")
-        raise InputError("this JSON-lines file has no Codex CLI rollout lines (no type with a payload)",
-                         path=path, line=judged[0][0],
-                         hint="give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent")
 
-    normalize_record = staticmethod(normalize_record)
+def _first_line_error(path: str, line: int, problem: str) -> InputError:
+    return not_json_at_first(path, line, problem, OWN, "give the path of a rollout-*.jsonl file under ~/.codex/sessions")
 
-    # -- writing ------------------------------------------------------------------
-    # The writer lives in codex_export (it imports this module, hence the late imports).
 
-    def export(self, req: ExportRequest) -> ExportResult:
-        from opalgit.agents.codex.write import export
-
-        return export(req)
-
-    def replace_tool_outputs(self, turn: Turn, replace) -> Turn | None:
-        from opalgit.agents.codex.write import replace_tool_outputs
-
-        return replace_tool_outputs(turn, replace)
+def _check_shape(path: str, judged: list[tuple[int, bool]]) -> None:
+    """Refuse files that hold no Codex line near the top (:func:`~.base.check_shape`)."""
+    check_shape(path, judged, "this JSON-lines file has no Codex CLI rollout lines (no type with a payload)",
+                "give the path of a rollout-*.jsonl file under ~/.codex/sessions, or pick the right --agent", OWN)

@@ -33,20 +33,28 @@ from typing import Any, Mapping
 
 from opalgit import jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, LossReport, record_of, reply_id
+from opalgit.agents.base import (
+    ExportRequest,
+    ExportResult,
+    LossReport,
+    iso,
+    parse_time,
+    reasoning_as_text,
+    record_of,
+    reply_id,
+)
 from opalgit.agents.codex import statedb as codex_state
 from opalgit.agents.codex import threads as codex_threads
-from opalgit.agents.codex.read import (
-    _OUTPUTS,
+from opalgit.agents.codex.files import codex_home
+from opalgit.agents.codex.format import (
     AGENT,
     CONTEXT_PREFIXES,
     DANGLING_OUTPUT,
     DEFAULT_CLI_VERSION,
     ORIGINATOR,
+    OUTPUTS,
     REQUEST_MARKER,
-    _is_str,
-    codex_home,
-    parse_time,
+    is_str,
 )
 from opalgit.errors import InputError, UsageError
 from opalgit.history.model import Normal, Turn
@@ -55,11 +63,6 @@ from opalgit.plural import count, noun
 __all__ = ["export", "replace_tool_outputs"]
 
 _ABSENT = object()
-
-
-def _iso(ms: int) -> str:
-    """Codex's line timestamp: UTC ``YYYY-MM-DDThh:mm:ss.mmmZ``."""
-    return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 # ---------------------------------------------------------------------------- export
@@ -161,9 +164,9 @@ class _Writer:
         if found is None:
             src = req.session
             version = src.version if src is not None and src.agent == AGENT and src.version else DEFAULT_CLI_VERSION
-            meta = {"id": req.session_id, "timestamp": _iso(req.now_ms), "cwd": req.cwd, "originator": ORIGINATOR,
+            meta = {"id": req.session_id, "timestamp": iso(req.now_ms), "cwd": req.cwd, "originator": ORIGINATOR,
                     "cli_version": version, "source": "cli"}
-            return {"timestamp": _iso(req.now_ms), "type": "session_meta", "payload": meta}
+            return {"timestamp": iso(req.now_ms), "type": "session_meta", "payload": meta}
         line = {k: v for k, v in found[1].items() if k != "ordinal"}
         old = line["payload"]
         p = dict(old)
@@ -179,16 +182,16 @@ class _Writer:
         if p.get("history_mode") == "paginated":
             p["history_mode"] = "legacy"  # the export drops ordinals: a paginated header would be refused
         # Codex refuses a header without these (formats.md §1.4, E-C5).
-        for key, value in (("timestamp", line.get("timestamp") or _iso(req.now_ms)), ("originator", ORIGINATOR),
+        for key, value in (("timestamp", line.get("timestamp") or iso(req.now_ms)), ("originator", ORIGINATOR),
                            ("cli_version", (req.session.version if req.session and req.session.version else None)
                             or DEFAULT_CLI_VERSION)):
-            if not _is_str(p.get(key)):
+            if not is_str(p.get(key)):
                 p[key] = value
         for key in sorted(set(p) | set(old)):
             if p.get(key, _ABSENT) != old.get(key, _ABSENT):
                 self.report.convert(f"session_meta:{key}:" + ("added" if key not in old else "rewritten"))
         line["payload"] = p
-        if not _is_str(line.get("timestamp")):
+        if not is_str(line.get("timestamp")):
             line["timestamp"] = p["timestamp"]
         return line
 
@@ -247,7 +250,7 @@ class _Writer:
                 event = {"type": "user_message", "message": text, "images": None, "local_images": []}
             else:
                 event = {"type": "agent_message", "message": text}
-            out.append({"timestamp": ln.get("timestamp") or _iso(self.req.now_ms), "type": "event_msg", "payload": event})
+            out.append({"timestamp": ln.get("timestamp") or iso(self.req.now_ms), "type": "event_msg", "payload": event})
             first_added = min(first_added, len(out) - 1)
             added += 1
         if added:
@@ -256,7 +259,7 @@ class _Writer:
             self.report.convert("ui_event:added", added)
 
     def _line(self, kind: str, payload: dict, t: int | None = None) -> None:
-        self.lines.append({"timestamp": _iso(t if t is not None else self.req.now_ms), "type": kind, "payload": payload})
+        self.lines.append({"timestamp": iso(t if t is not None else self.req.now_ms), "type": kind, "payload": payload})
 
     # -- Codex records -------------------------------------------------------------
 
@@ -299,7 +302,7 @@ class _Writer:
         is elsewhere, or does not move."""
         src = self.req.session
         old = src.cwd if src is not None and src.agent == AGENT else None
-        if not _is_str(path) or not old or old == self.req.cwd:
+        if not is_str(path) or not old or old == self.req.cwd:
             return None
         base = old.rstrip("/")
         if path == old or path == base:
@@ -329,7 +332,7 @@ class _Writer:
             if sub in ("function_call", "custom_tool_call", "local_shell_call"):
                 self._add_call(p["call_id"], sub)
                 self.native_calls.add(p["call_id"])
-            elif sub in _OUTPUTS:
+            elif sub in OUTPUTS:
                 self.answered.add(p["call_id"])
         elif kind == "event_msg":
             if sub in ("task_started", "turn_started"):
@@ -441,25 +444,20 @@ class _Writer:
         self.open_turn = None
 
     def _reasoning(self, blk: dict, t: int | None) -> None:
-        text = blk.get("text") or ""
-        if self.req.reasoning == "text" and text:
+        text = reasoning_as_text(self.req, blk, self.report)
+        if text is not None:
             # UI only: a reasoning item would be sent to the API, which cannot verify foreign reasoning.
             self._line("event_msg", {"type": "agent_reasoning", "text": text}, t)
-            self.report.convert("reasoning:as_text")
-        elif blk.get("signed"):
-            self.report.drop("reasoning:signed")
-        else:
-            self.report.drop("reasoning:foreign")
 
     def _call(self, agent: str, blk: dict, t: int | None) -> None:
         orig = blk.get("id")
         name, inp, mapped = tools.convert_call(agent, AGENT, str(blk.get("name") or "tool"), blk.get("input"),
                                                self.req.cwd)
         self.report.convert("tool_call:mapped" if mapped else "tool_call:kept")
-        call_id = orig if _is_str(orig) else f"call_opal_{len(self.calls) + 1}"
+        call_id = orig if is_str(orig) else f"call_opal_{len(self.calls) + 1}"
         if call_id in self.calls:
             call_id = f"{call_id}_{len(self.calls) + 1}"
-        if _is_str(orig):
+        if is_str(orig):
             self.id_map[orig] = call_id
         else:
             self.anon.append(call_id)
@@ -467,7 +465,7 @@ class _Writer:
             payload = {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": name, "input": inp}
         else:
             payload = {"type": "function_call", "name": name, "arguments": _args_string(inp), "call_id": call_id}
-        line = {"timestamp": _iso(t if t is not None else self.req.now_ms), "type": "response_item", "payload": payload}
+        line = {"timestamp": iso(t if t is not None else self.req.now_ms), "type": "response_item", "payload": payload}
         at = self.reply_end
         if at is None or at > len(self.lines):
             at = len(self.lines)
@@ -484,7 +482,7 @@ class _Writer:
 
     def _result(self, blk: dict, t: int | None) -> None:
         orig = blk.get("call_id")
-        if _is_str(orig):
+        if is_str(orig):
             call_id = self.id_map.get(orig, orig)
         else:
             call_id = self.anon.popleft() if self.anon else None
@@ -512,7 +510,7 @@ class _Writer:
 
     def _write_output(self, call_id: str, value: Any, t: int | None, at: int | None = None) -> None:
         kind = "custom_tool_call_output" if self.calls.get(call_id) == "custom_tool_call" else "function_call_output"
-        line = {"timestamp": _iso(t if t is not None else self.req.now_ms), "type": "response_item",
+        line = {"timestamp": iso(t if t is not None else self.req.now_ms), "type": "response_item",
                 "payload": {"type": kind, "call_id": call_id, "output": value}}
         if at is None:
             self.lines.append(line)
@@ -555,10 +553,10 @@ def _args_string(inp: Any) -> str:
 
 
 def _data_url(blk: Mapping[str, Any]) -> str | None:
-    if _is_str(blk.get("data")):
+    if is_str(blk.get("data")):
         return f"data:{blk.get('media_type') or 'image/png'};base64,{blk['data']}"
     url = blk.get("url")
-    return url if _is_str(url) else None
+    return url if is_str(url) else None
 
 
 # ----------------------------------------------------------------------- tool outputs

@@ -19,8 +19,8 @@ that each message is counted once:
   a record) is ``meta`` with label ``gemini:duplicate-result``.
 
 :func:`normalize_record` sees one line without that context and treats every message
-as live (what :meth:`.gemini.GeminiAdapter.normalize` returns);
-:meth:`.gemini.GeminiAdapter.normalize_many` gives the replayed view of a whole list
+as live (what :meth:`.adapter.GeminiAdapter.normalize` returns);
+:meth:`.adapter.GeminiAdapter.normalize_many` gives the replayed view of a whole list
 of turns.
 
 Normalized blocks (the shared vocabulary, see :mod:`opalgit.agents.claude.read`):
@@ -31,7 +31,7 @@ name, output, is_error}``; ``other`` ``{kind}``. A ``gemini`` message is ``assis
 and carries its calls *and* their results (``toolCalls[].result``) in the same
 normal, results after the calls (so its summary kind is ``tool_call``).
 
-Used by :mod:`.gemini` (reading) and :mod:`.gemini_export` (writing). Pure: parsed
+Used by :mod:`.read`, :mod:`.write` and :mod:`.files`. Pure: parsed
 values in, normals out; no files, no environment, no printing.
 """
 
@@ -44,7 +44,15 @@ from opalgit.agents.base import parse_time
 from opalgit.history.model import Normal, Turn
 from opalgit.structs import dataclass
 
-__all__ = ["message_normal", "normalize_record", "parse_time"]
+__all__ = ["AGENT", "document", "message_normal", "normalize_record", "parse_time"]
+
+AGENT = "gemini"
+#: The CLI drops user text starting with these on resume (isIgnoredUserContent).
+IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")
+NO_RESULT = "[opal: this tool call has no recorded result]"
+#: Prefix that keeps an exported user text from being dropped: JavaScript's trim()
+#: keeps U+200B, so the text no longer starts with "/" or "?".
+KEEP_PREFIX = "\u200b"
 
 #: Call ids answered near the end of the conversation, kept for incremental reads.
 ANSWERED_TAIL = 64
@@ -80,6 +88,20 @@ def _entries(rec: Mapping[str, Any], kind: str) -> list | None:
     src = rec.get("$set") if kind == "set" else rec
     msgs = src.get("messages") if isinstance(src, dict) else None
     return msgs if isinstance(msgs, list) else None
+
+
+def document(data: bytes) -> tuple[dict, list, str] | None:
+    """A legacy single-JSON session: (header, messages, list key), or None."""
+    try:
+        doc = jsonl.loads(data.decode("utf-8"))  # an integer of any length too
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    key = next((k for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
+    if key is None:
+        return None
+    return {k: v for k, v in doc.items() if k != key}, doc[key], key
 
 
 # -------------------------------------------------------------------------- normalizing

@@ -1,23 +1,19 @@
-"""The Gemini CLI adapter: finds, reads and normalizes ``~/.gemini`` chat sessions.
+"""Reading Gemini CLI chat sessions: JSON lines (or a legacy single JSON document) into records.
 
-Where sessions live (formats.md §3.1, checked against the 0.61.0 bundle): the base is
-``<home>/.gemini`` where *home* is ``$GEMINI_CLI_HOME`` when set, else ``$HOME`` (the CLI
-swaps its home folder, not the ``.gemini`` folder). A project's folder is
-``<base>/tmp/<slug>`` with the slug from ``<base>/projects.json``, or, for projects
-that were never registered, ``<base>/tmp/<sha256 of the project path>``. Chats are
-``chats/session-<YYYY-MM-DDThh-mm>-<id[:8]>.jsonl`` (or a legacy single ``.json``).
+Chats are ``chats/session-<YYYY-MM-DDThh-mm>-<id[:8]>.jsonl`` (or a legacy single
+``.json``) in a project's folder (:mod:`.files`).
 
 A JSON-lines session is a *mutation log* (formats.md §3.2): messages keyed by ``id``
 that later lines replace, ``$set`` updates and checkpoints, and ``$rewindTo`` lines.
 Every line is kept as one record, in file order, so writing the records back
-reproduces the file byte for byte; the log is replayed in :meth:`GeminiAdapter.read`
+reproduces the file byte for byte; the log is replayed in :func:`read`
 so that each message is counted once. The one exception is a ``$set.messages`` batch
 whose last messages only it holds (:func:`_splits`): those are a record each, on the
 batch's line, after the batch without them, so that each is a turn with its role; the
 records then render the same log to the CLI, not the same bytes. The read takes two passes so that memory does
 not grow with the log: the first replays a light copy of each line (no content), the
 second reads the lines again as they are stored. How lines are classified, normalized
-and replayed lives in :mod:`.gemini_log`, which also describes the normalized blocks.
+and replayed lives in :mod:`.log`, which also describes the normalized blocks.
 
 Legacy single-JSON sessions (``session-….json``, one document ``{..., "messages":
 [...]}``) are read as one header record (the document without ``messages``) plus
@@ -27,8 +23,7 @@ legacy file that way when it resumes it), so their round trip is semantic, not
 byte-exact. Documents of the older ``{"history": [Content, ...]}`` shape are read
 the same way, one record per ``{role, parts}`` entry.
 
-Writing sessions (export) lives in :mod:`.gemini_export`; :class:`GeminiAdapter`
-delegates to it.
+Writing sessions (export) lives in :mod:`.write`.
 
 Pure: no store, no environment reads (the mapping is passed in), no printing.
 """
@@ -40,28 +35,27 @@ import hashlib
 import json
 import os
 import re
-from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from opalgit import fileio, jsonl
+from opalgit import jsonl
 from opalgit.agents.base import (
-    Adapter,
-    ExportRequest,
-    ExportResult,
+    CERTAIN,
     LineIndex,
+    NotThisAgent,
     ReadResult,
     Record,
-    SessionFile,
+    SessionFacts,
     View,
-    bare_reason,
-    foreign_file,
+    check_shape,
+    not_json_at_first,
     open_session,
     reopen,
 )
+from opalgit.agents.gemini.files import DOCUMENT_LIMIT, cwd_for
 from opalgit.agents.gemini.log import (
     _SKIP,
-    _content_string,
+    AGENT,
     _entries,
     _is_id,
     _kind,
@@ -69,6 +63,7 @@ from opalgit.agents.gemini.log import (
     _replay,
     _value_of,
     credits,
+    document,
     light,
     message_normal,
     normal_at,
@@ -76,16 +71,11 @@ from opalgit.agents.gemini.log import (
     parse_time,
 )
 from opalgit.errors import InputError
-from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.history.model import Normal, Turn
 
-__all__ = ["GeminiAdapter", "gemini_dir", "parse_time", "project_hash", "slugify"]
+__all__ = ["normalize_many", "normalize_record", "parse_time", "read", "sniff"]
 
-AGENT = "gemini"
 STATE_VERSION = 2  # 2: the bloom filter grows with the session (1 had 8,192 bits)
-#: Sessions larger than this are listed without replaying them to prove they hold a prompt.
-RESUMABLE_CHECK_LIMIT = 256 * 1024
-#: Documents (legacy ``.json``) larger than this are refused rather than loaded whole.
-DOCUMENT_LIMIT = 64 * 1024 * 1024
 #: Bloom filter over every message id seen: a false hit only costs a re-read. It has
 #: a multiple of BLOOM_BITS bits, BLOOM_BITS_PER_ID per id for half as many ids again
 #: as it was sized for (0.6 % false hits per new id when full, 0.2 % when sized, with
@@ -94,40 +84,9 @@ DOCUMENT_LIMIT = 64 * 1024 * 1024
 #: bits filled up at ~1,000 messages, after which no read of a session was incremental.)
 BLOOM_BITS, BLOOM_HASHES, BLOOM_BITS_PER_ID = 8192, 4, 12
 _SHAPE_LINES = 64
-#: The CLI drops user text starting with these on resume (isIgnoredUserContent).
-IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")
-NO_RESULT = "[opal: this tool call has no recorded result]"
-#: Prefix that keeps an exported user text from being dropped: JavaScript's trim()
-#: keeps U+200B, so the text no longer starts with "/" or "?".
-KEEP_PREFIX = "\u200b"
-_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+#: What a refusal calls the file it expected.
+OWN = "a Gemini CLI session"
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning", "model"})
-
-
-# ----------------------------------------------------------------------- small helpers
-
-
-def gemini_dir(env: Mapping[str, str]) -> str | None:
-    """``$GEMINI_CLI_HOME/.gemini``, else ``$HOME/.gemini``; None without either."""
-    home = env.get("GEMINI_CLI_HOME") or env.get("HOME") or env.get("USERPROFILE")
-    return os.path.join(home, ".gemini") if home else None
-
-
-def project_hash(root: str) -> str:
-    """The ``projectHash`` of a project folder: SHA-256 hex of its absolute path."""
-    return hashlib.sha256(root.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def slugify(name: str) -> str:
-    """The CLI's project slug of a folder name (lower-case, ``[a-z0-9-]``)."""
-    slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", name.lower())).strip("-")
-    return slug or "project"
-
-
-def iso(ms: int) -> str:
-    """Milliseconds as JavaScript's ``toISOString()`` writes them."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 # ---------------------------------------------------------------------- incremental state
@@ -280,16 +239,12 @@ def _split_records(rec: Record, i: int, gave: list[str], credited: Mapping[int, 
     return out
 
 
-class _Info:
-    """Accumulates :class:`SessionInfo` over records; serializable into the state."""
+class _Info(SessionFacts):
+    """The session's facts (:class:`~.base.SessionFacts`): the header's ``projectHash``
+    (``hash``) proves the project folder."""
 
-    def __init__(self, saved: Mapping[str, Any] | None = None) -> None:
-        s = dict(saved or {})
-        self.id: str | None = s.get("id")
-        self.hash: str | None = s.get("hash")
-        self.cwd: str | None = s.get("cwd")
-        self.model: str | None = s.get("model")
-        self.title: str | None = s.get("title")
+    FIELDS = ("id", "hash", "cwd", "model", "title")
+    AGENT = AGENT
 
     def feed(self, rec: Any) -> None:
         kind = _kind(rec)
@@ -311,450 +266,237 @@ class _Info:
             stem = os.path.basename(path)
             self.id = re.sub(r"\.jsonl?$", "", stem)
         if self.cwd is None and self.hash is not None:
-            self.cwd = _cwd_for(path, self.hash)
+            self.cwd = cwd_for(path, self.hash)
 
-    def session(self) -> SessionInfo:
-        return SessionInfo(agent=AGENT, id=self.id or "", cwd=self.cwd, model=self.model, title=self.title)
-
-    def saved(self) -> dict:
-        out = {"id": self.id, "hash": self.hash, "cwd": self.cwd, "model": self.model, "title": self.title}
-        return {k: v for k, v in out.items() if v is not None}
 
 
 def _not_a_session(path: str, line: int, problem: str) -> InputError:
-    return InputError(f"the first line is not JSON ({bare_reason(problem)}); this is not a Gemini CLI session",
-                      path=path, line=line, hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
-
-
-def _read_text(path: str, limit: int = 64 * 1024) -> str | None:
-    try:
-        with fileio.open_input(path, what="marker file") as fh:  # never a FIFO: it would block
-            return fh.read(limit).decode("utf-8", "replace")
-    except (OSError, InputError):
-        return None
-
-
-def _cwd_for(path: str, phash: str) -> str | None:
-    """The project folder of a session file, proven by its ``projectHash``."""
-    project = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-    marker = _read_text(os.path.join(project, ".project_root"))
-    if marker is not None and project_hash(marker.strip()) == phash:
-        return marker.strip()
-    registry = _load_registry(os.path.join(os.path.dirname(os.path.dirname(project)), "projects.json"))[0]
-    for root in registry["projects"]:
-        if project_hash(root) == phash:
-            return root
-    return None
-
-
-# ------------------------------------------------------------------------- the registry
-
-
-def _load_registry(path: str) -> tuple[dict, str | None]:
-    """``projects.json`` as ``{"projects": {...}}`` and, if it is unusable, why."""
-    try:
-        data = json.loads(fileio.read_input(path, what="project registry", limit=DOCUMENT_LIMIT).decode("utf-8"))
-    except FileNotFoundError:
-        return {"projects": {}}, None
-    except InputError as exc:
-        return {"projects": {}}, f"unreadable ({exc.message})"
-    except (OSError, ValueError, RecursionError) as exc:
-        return {"projects": {}}, f"unreadable ({exc.__class__.__name__})"
-    projects = data.get("projects") if isinstance(data, dict) else None
-    if not isinstance(projects, dict) or not all(
-        isinstance(v, str) and re.fullmatch(r"[a-z0-9-]+", v) for v in projects.values()
-    ):
-        return {"projects": {}}, "not in the registry's schema"
-    return data, None
-
-
-def _marker_owner(base: str, slug: str) -> list[str]:
-    owners = []
-    for sub in ("tmp", "history"):
-        text = _read_text(os.path.join(base, sub, slug, ".project_root"))
-        if text is not None:
-            owners.append(text.strip())
-    return owners
-
-
-def _project_dirs(base: str, cwd: str) -> list[str]:
-    """Folders under ``<base>/tmp`` that may hold ``cwd``'s chats: slug first, then hash."""
-    roots = [cwd]
-    try:
-        real = os.path.realpath(cwd)
-    except (OSError, ValueError):
-        real = cwd
-    if real != cwd:
-        roots.append(real)
-    projects = _load_registry(os.path.join(base, "projects.json"))[0]["projects"]
-    out: list[str] = []
-    for root in roots:
-        for name in (projects.get(root), project_hash(root)):
-            if name and os.path.join(base, "tmp", name) not in out:
-                out.append(os.path.join(base, "tmp", name))
-    return out
-
-
-# -------------------------------------------------------------------------- file heads
-
-
-def _head(path: str) -> dict | None:
-    """The header of a session file from its first bytes: ``{sessionId, kind}`` or None."""
-    text = _read_text(path, 16 * 1024)
-    if not text:
-        return None
-    first = text.split("\n", 1)[0]
-    try:
-        value = json.loads(first)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return value if _is_id(value.get("sessionId")) else None
-    # A legacy document: its top-level keys come before the messages.
-    m = re.search(r'"sessionId"\s*:\s*("(?:[^"\\]|\\.)*")', text)
-    if not m:
-        return None
-    k = re.search(r'"kind"\s*:\s*"(\w+)"', text[: m.start()] + text[m.end():])
-    try:
-        return {"sessionId": json.loads(m.group(1)), "kind": k.group(1) if k else None}
-    except ValueError:
-        return None
-
-
-def _resumable_message(msg: Any) -> bool:
-    if not isinstance(msg, dict):
-        return False
-    text = _content_string(msg.get("content")).strip()
-    if msg.get("type") == "user":
-        return bool(text) and not text.startswith(IGNORED_PREFIXES)
-    if msg.get("type") == "gemini":
-        return bool(text) or bool(msg.get("toolCalls")) or bool(msg.get("thoughts"))
-    return False
-
-
-def _has_resumable_content(path: str, size: int) -> bool:
-    if size > RESUMABLE_CHECK_LIMIT:
-        return True  # replaying every big file to list it is too slow; assume it holds a chat
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return False
-    doc = _document(data) if path.endswith(".json") else None
-    if doc is not None:
-        return any(_resumable_message(m) for m in doc[1])
-    values = []
-    for raw in data.split(b"\n"):
-        try:
-            values.append(jsonl.parse(raw))
-        except jsonl.ParseFailure:
-            continue
-    return any(_resumable_message(e.msg) for e in _replay(values).entries)
-
-
-def _document(data: bytes) -> tuple[dict, list, str] | None:
-    """A legacy single-JSON session: (header, messages, list key), or None."""
-    try:
-        doc = jsonl.loads(data.decode("utf-8"))  # an integer of any length too
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if not isinstance(doc, dict):
-        return None
-    key = next((k for k in ("messages", "history") if isinstance(doc.get(k), list)), None)
-    if key is None:
-        return None
-    return {k: v for k, v in doc.items() if k != key}, doc[key], key
-
-
-def _other_agent(rec: Any) -> str | None:
-    if not isinstance(rec, dict) or "projectHash" in rec or "$set" in rec:
-        return None
-    kind = rec.get("type")
-    if kind in _CODEX_TYPES and "payload" in rec:
-        return "codex"
-    if isinstance(kind, str) and any(k in rec for k in ("uuid", "parentUuid", "leafUuid")):
-        return "claude"
-    if isinstance(kind, str) and "sessionId" in rec and "id" not in rec:
-        return "claude"
-    return None
+    return not_json_at_first(path, line, problem, OWN,
+                             "give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
 
 
 def _is_gemini(rec: Any) -> bool:
+    """Whether a parsed line is one the CLI's loader takes (a header, a message, ``$set``, ``$rewindTo``)."""
     kind = _kind(rec)
     if kind in ("rewind", "set", "header"):
         return True
     return kind == "message" and rec.get("type") in _MESSAGE_TYPES
 
 
-# ---------------------------------------------------------------------------- adapter
+
+def sniff(path: str, head: bytes) -> float:
+    """How surely a file whose first bytes are ``head`` is a Gemini CLI session: certain
+    when its first line is a session header, or a whole legacy document on one line;
+    a legacy document (pretty-printed) that parses is nearly so, and one the head cuts
+    short, that names a ``sessionId`` and its messages or project, less."""
+    if not head or b"\x00" in head[:4096]:
+        return 0.0
+    first = head.split(b"\n", 1)[0]
+    try:
+        value = jsonl.parse(first)
+    except jsonl.ParseFailure:
+        value = None
+    if isinstance(value, dict):
+        header = _kind(value) == "header" or (
+            isinstance(value.get("sessionId"), str) and isinstance(value.get("messages"), list))
+        return CERTAIN if header else 0.0
+    doc = document(head)
+    if doc is not None:
+        return 0.9 if doc[2] == "history" or _is_id(doc[0].get("sessionId")) else 0.0
+    text = head.decode("utf-8", "replace")
+    cut = text.lstrip().startswith("{") and '"sessionId"' in text and ('"messages"' in text or '"projectHash"' in text)
+    return 0.75 if cut else 0.0
 
 
-class GeminiAdapter(Adapter):
-    """Gemini CLI: ``~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl``."""
+# ------------------------------------------------------------------------------ reading
 
-    name = "gemini"
-    title = "Gemini CLI"
-    replays = True  # $set / $rewindTo lines change what earlier lines mean
 
-    # -- discovery ----------------------------------------------------------------
-
-    def _scan(self, folder: str) -> list[tuple[SessionFile, dict]]:
-        chats = os.path.join(folder, "chats")
-        try:
-            entries = list(os.scandir(chats))
-        except OSError:
-            return []
-        out = []
-        for entry in entries:
-            name = entry.name
-            if not name.startswith("session-") or not name.endswith((".json", ".jsonl")):
-                continue
-            try:
-                if not entry.is_file():
-                    continue
-                st = entry.stat()
-            except OSError:
-                continue
-            head = _head(entry.path) if st.st_size else None
-            if head is None or head.get("kind") == "subagent":
-                continue
-            sf = SessionFile(AGENT, str(head["sessionId"]), entry.path, st.st_mtime, st.st_size)
-            out.append((sf, head))
-        return out
-
-    def find_sessions(self, cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
-        base = gemini_dir(env)
-        if base is None or not os.path.isdir(base):
-            return []
-        best: dict[str, SessionFile] = {}
-        for folder in _project_dirs(base, cwd):
-            for sf, _ in self._scan(folder):
-                if not _has_resumable_content(sf.path, sf.size):
-                    continue
-                old = best.get(sf.id)  # the CLI lists each sessionId once: the newest file
-                if old is None or sf.mtime > old.mtime:
-                    best[sf.id] = sf
-        return sorted(best.values(), key=lambda s: (-s.mtime, s.path))
-
-    def find_session(self, session_id: str, env: Mapping[str, str]) -> SessionFile | None:
-        base = gemini_dir(env)
-        if not session_id or base is None:
-            return None
-        try:
-            folders = sorted(e.path for e in os.scandir(os.path.join(base, "tmp")) if e.is_dir())
-        except OSError:
-            return None
-        hits = [sf for folder in folders for sf, _ in self._scan(folder) if sf.id == session_id]
-        # Resuming leaves a stub file with the same id and nothing in it: prefer content.
-        return max(hits, key=lambda s: (_has_resumable_content(s.path, s.size), s.mtime, s.size), default=None)
-
-    def sniff(self, path: str, head: bytes) -> bool:
-        if not head or b"\x00" in head[:4096]:
-            return False
-        first = head.split(b"\n", 1)[0]
-        try:
-            value = jsonl.parse(first)
-        except jsonl.ParseFailure:
-            value = None
-        if isinstance(value, dict):
-            return _kind(value) == "header" or (
-                isinstance(value.get("sessionId"), str) and isinstance(value.get("messages"), list))
-        doc = _document(head)
-        if doc is not None:
-            return doc[2] == "history" or _is_id(doc[0].get("sessionId"))
-        text = head.decode("utf-8", "replace")
-        return text.lstrip().startswith("{") and '"sessionId"' in text and ('"messages"' in text or '"projectHash"' in text)
-
-    # -- reading ------------------------------------------------------------------
-
-    def read(self, path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
-        full = start == 0
-        fh = open_session(path, "give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats")
-        with fh:
-            size = os.fstat(fh.fileno()).st_size
-            old = dict(state or {})
-            if not full and (start > size or old.get("doc")):
-                info = _Info(old.get("info"))
-                info.resolve(path)
-                why = ("the file is shorter than what was already imported" if start > size
-                       else "a single-JSON session changes as a whole")
-                return ReadResult(session=info.session(), records=[], views=[], state=old, end=start,
-                                  lines=first_line - 1, extends=False, warnings=[f"{path}: {why}; it will be read again"])
-            if full:
-                head = fh.read(4096)
-                if size == 0 or (size <= len(head) and not head.strip()):
-                    raise InputError("the session file is empty", path=path,
-                                     hint="the agent has not written anything yet; try again after its first reply")
-                jsonl.sniff_binary(path, head)
-                doc = self._maybe_document(path, fh, size)
-                if doc is not None:
-                    return self._read_document(path, *doc)
-            info = _Info(None if full else old.get("info"))
-            index = LineIndex(start, first_line - 1)
-            lights: list[Any] = []  # what the replay needs of each line (gemini_log.light; _SKIP: not JSON)
-            judged: list[tuple[int, bool, str | None]] = []  # (line, Gemini's, other agent): first JSON lines
-            for line, value in index.scan(fh, path, start, first_line, full, partial(_not_a_session, path)):
-                lights.append(light(value))
-                info.feed(value)
-                if full and len(judged) < _SHAPE_LINES:
-                    judged.append((line.number, _is_gemini(value), _other_agent(value)))
-            lights = index.per_line(lights, _SKIP)
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() > index.end:
-                index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be "
-                                      "writing); it will be committed next time")
+def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None = None) -> ReadResult:
+    """Read a session in two passes (see the module), or a legacy document at once.
+    A file that is not a Gemini CLI session raises :class:`~.base.NotThisAgent`."""
+    full = start == 0
+    with open_session(path, "give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        old = dict(state or {})
+        if not full and (start > size or old.get("doc")):
+            info = _Info(old.get("info"))
+            info.resolve(path)
+            why = ("the file is shorter than what was already imported" if start > size
+                   else "a single-JSON session changes as a whole")
+            return ReadResult(session=info.session(), records=[], views=[], state=old, end=start,
+                              lines=first_line - 1, extends=False, warnings=[f"{path}: {why}; it will be read again"])
         if full:
-            self._check_shape(path, judged)
-        info.resolve(path)
-        warnings = index.warnings
-        if full and lights and info.hash is None:
-            warnings.append(f"{path}: no session header (sessionId and projectHash); Gemini CLI cannot resume it as is")
+            head = fh.read(4096)
+            if size == 0 or (size <= len(head) and not head.strip()):
+                raise InputError("the session file is empty", path=path,
+                                 hint="the agent has not written anything yet; try again after its first reply")
+            jsonl.sniff_binary(path, head)
+            doc = _maybe_document(path, fh, size)
+            if doc is not None:
+                return _read_document(path, *doc)
+        info = _Info(None if full else old.get("info"))
+        index, lights = _scan(fh, path, start, first_line, info)
+    info.resolve(path)
+    if full and lights and info.hash is None:
+        index.warnings.append(f"{path}: no session header (sessionId and projectHash); Gemini CLI cannot resume it as is")
+    return _replayed(path, first_line, full, old, info, index, lights)
 
-        prior = [] if full else [a for a in old.get("answered") or [] if _is_id(a)]
-        replay = _replay(lights, prior)
-        credited = credits(replay)
-        split = _splits(lights, credited)
-        known = old.get("bloom") if not full and old.get("v") == STATE_VERSION else None
-        seen_ids = old.get("ids") if isinstance(old.get("ids"), int) else None
-        usable = (
-            isinstance(known, bytes) and len(known) >= BLOOM_BITS // 8 and len(known) % (BLOOM_BITS // 8) == 0
-            and seen_ids is not None and seen_ids + len(replay.ids) <= _bloom_room(known)
-        )
-        total_ids = (seen_ids or 0) + len(replay.ids) if usable else len(replay.ids)
-        bloom = bytearray(known if usable else bytes(_bloom_size(total_ids)))
-        last = old.get("tail") if usable else None
-        last = last if isinstance(last, list) and len(last) == 3 and _is_id(last[0]) else None
-        extends, again = _extends(lights, bytes(bloom), last[0] if last else None) if usable else (False, False)
-        for mid in replay.ids:
-            _bloom_add(bloom, mid)
-        live = [e.key for e in replay.entries if not e.key.startswith("#")]
-        leaf = live[-1] if live else (old.get("leaf") if not full else None)
-        count = len(index) + sum(len(v) for v in split.values())
-        views = [View(indices=list(range(count)), leaf=leaf)] if full or extends else []
-        new_state = {"v": STATE_VERSION, "bloom": bytes(bloom), "ids": total_ids, "answered": replay.answered,
-                     "info": info.saved()}
-        if leaf is not None:
-            new_state["leaf"] = leaf
-        # Records before this read: what a split batch (_splits) adds to the lines counts,
-        # as the tail names its message's line by its record's place.
-        before = old["items"] if not full and isinstance(old.get("items"), int) else first_line - 1
-        starts = _starts(len(lights), split)
-        new_state["items"] = before + count
-        tail = _tail(lights, replay.entries, before, starts)
-        if tail is None and not full and not any(v is not _SKIP and _kind(v) not in ("other", "set") for v in lights):
-            tail = last  # only metadata since: the last message is still the last
-        if tail is not None:
-            new_state["tail"] = tail
-        revised: dict[int, Normal] = {}
-        if again:
-            assert last is not None
-            # The re-appended message's old line: what a replay of the whole log makes of it.
-            revised[last[1]] = Normal(role="meta", time=last[2], label="gemini:superseded")
-        if not full and not extends:
-            new_state = old  # the caller reads the whole file again
-        del replay, lights
 
-        def normal(i: int, value: Any) -> Normal:
-            # (i counts from this read's first line, as the replay's indices do)
-            return normal_at(i, value, credited)
+def _scan(fh, path: str, start: int, first_line: int, info: "_Info") -> tuple[LineIndex, list[Any]]:
+    """The first pass: every line indexed, a light copy of each (:func:`.log.light`;
+    ``_SKIP``: not JSON) for the replay, the session info fed; a whole file with no
+    Gemini CLI record near the top is refused."""
+    full = start == 0
+    index = LineIndex(start, first_line - 1)
+    lights: list[Any] = []
+    judged: list[tuple[int, bool]] = []  # (line, Gemini's) of the first JSON lines
+    for line, value in index.scan(fh, path, start, first_line, full, partial(_not_a_session, path)):
+        lights.append(light(value))
+        info.feed(value)
+        if full and len(judged) < _SHAPE_LINES:
+            judged.append((line.number, _is_gemini(value)))
+    lights = index.per_line(lights, _SKIP)
+    fh.seek(0, os.SEEK_END)
+    if fh.tell() > index.end:
+        index.warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be "
+                              "writing); it will be committed next time")
+    if full:
+        _check_shape(path, judged)
+    return index, lights
 
-        def produce(indices: Sequence[int] | None) -> Iterator[Record]:
-            if not split:
-                return index.records(partial(reopen, path), path, AGENT, first_line, indices, normal)
-            return _expanded(index.records, partial(reopen, path), path, first_line, len(index), split, credited,
-                             normal, indices)
 
-        return ReadResult(session=info.session(), views=views, state=new_state, end=index.end, lines=index.lines,
-                          warnings=warnings, extends=extends, produce=produce, count=count, revised=revised)
+def _replayed(path: str, first_line: int, full: bool, old: Mapping[str, Any], info: "_Info", index: LineIndex,
+              lights: list[Any]) -> ReadResult:
+    """The second half of a read: the log replayed (as the CLI does), the bloom filter
+    and tail of the incremental state, and the records produced on demand."""
+    prior = [] if full else [a for a in old.get("answered") or [] if _is_id(a)]
+    replay = _replay(lights, prior)
+    credited = credits(replay)
+    split = _splits(lights, credited)
+    bloom, total_ids, last, usable = _bloom_of(old, full, len(replay.ids))
+    extends, again = _extends(lights, bytes(bloom), last[0] if last else None) if usable else (False, False)
+    for mid in replay.ids:
+        _bloom_add(bloom, mid)
+    live = [e.key for e in replay.entries if not e.key.startswith("#")]
+    leaf = live[-1] if live else (old.get("leaf") if not full else None)
+    count = len(index) + sum(len(v) for v in split.values())
+    views = [View(indices=list(range(count)), leaf=leaf)] if full or extends else []
+    new_state = {"v": STATE_VERSION, "bloom": bytes(bloom), "ids": total_ids, "answered": replay.answered,
+                 "info": info.saved()}
+    if leaf is not None:
+        new_state["leaf"] = leaf
+    # Records before this read: what a split batch (_splits) adds to the lines counts,
+    # as the tail names its message's line by its record's place.
+    before = old["items"] if not full and isinstance(old.get("items"), int) else first_line - 1
+    new_state["items"] = before + count
+    tail = _tail(lights, replay.entries, before, _starts(len(lights), split))
+    if tail is None and not full and not any(v is not _SKIP and _kind(v) not in ("other", "set") for v in lights):
+        tail = last  # only metadata since: the last message is still the last
+    if tail is not None:
+        new_state["tail"] = tail
+    # The re-appended message's old line: what a replay of the whole log makes of it.
+    revised = {last[1]: Normal(role="meta", time=last[2], label="gemini:superseded")} if again and last else {}
+    if not full and not extends:
+        new_state = dict(old)  # the caller reads the whole file again
+    del replay, lights
 
-    def _maybe_document(self, path: str, fh, size: int) -> tuple[tuple[dict, list, str], bytes] | None:
-        """A legacy single-JSON document and the file's bytes, when the file is one.
+    def normal(i: int, value: Any) -> Normal:
+        # (i counts from this read's first line, as the replay's indices do)
+        return normal_at(i, value, credited)
 
-        A ``.jsonl`` file whose first line is JSON is always read line by line (even a
-        whole legacy record on one line), so that its round trip stays byte-exact.
-        """
-        fh.seek(0)
-        try:
-            jsonl.parse(fh.readline(jsonl.MAX_LINE).rstrip(b"\n"))
-            first_ok = True
-        except jsonl.ParseFailure:
-            first_ok = False
-        if first_ok and (path.endswith(".jsonl") or size > DOCUMENT_LIMIT):
-            return None
-        if size > DOCUMENT_LIMIT:
-            raise InputError("this single-JSON session is too large to load", path=path,
-                             hint=f"files over {DOCUMENT_LIMIT // (1024 * 1024)} MiB are not read")
-        fh.seek(0)
-        data = fh.read()
-        doc = _document(data)
-        if doc is not None:
-            return doc, data
-        if first_ok:
-            return None
-        try:
-            value = jsonl.loads(data.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            if not path.endswith(".json"):
-                return None  # reported line by line: "the first line is not JSON"
-            line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON"
-            raise InputError(f"not JSON ({why}); this is not a Gemini CLI session", path=path, line=line,
-                             hint="give the path of a session-*.jsonl or session-*.json file") from None
-        other = _other_agent(value)
-        if other:
-            raise foreign_file(path, None, other, "a Gemini CLI session")
-        raise InputError("this JSON document has no Gemini CLI messages (no messages or history list)", path=path,
-                         hint="give the path of a session-*.jsonl or session-*.json file")
+    def produce(indices: Sequence[int] | None) -> Iterator[Record]:
+        if not split:
+            return index.records(partial(reopen, path), path, AGENT, first_line, indices, normal)
+        return _expanded(index.records, partial(reopen, path), path, first_line, len(index), split, credited,
+                         normal, indices)
 
-    def _read_document(self, path: str, doc: tuple[dict, list, str], data: bytes) -> ReadResult:
-        header, messages, key = doc
-        values: list[Any] = [header, *messages]
-        replay = _replay(values)
-        normals = _normals(values, replay)
-        records = [Record(Turn.from_record(AGENT, v), n, 1) for v, n in zip(values, normals)]
-        info = _Info()
-        for v in values:
-            info.feed(v)
-        info.resolve(path)
-        live = [e.key for e in replay.entries if not e.key.startswith("#")]
-        warnings = [] if key == "messages" else [
-            f"{path}: an old {{history: [...]}} session; it is read, but Gemini CLI cannot resume it"]
-        return ReadResult(
-            session=info.session(), records=records,
-            views=[View(indices=list(range(len(records))), leaf=live[-1] if live else None)],
-            state={"v": STATE_VERSION, "doc": True, "info": info.saved()},
-            end=len(data), lines=data.count(b"\n"), warnings=warnings, extends=False)
+    return ReadResult(session=info.session(), views=views, state=new_state, end=index.end, lines=index.lines,
+                      warnings=index.warnings, extends=extends, produce=produce, count=count, revised=revised)
 
-    def _check_shape(self, path: str, judged: list[tuple[int, bool, str | None]]) -> None:
-        """Refuse files with no Gemini CLI record near the top; name the agent if known.
 
-        ``judged`` is (line, is Gemini's, other agent) of the first JSON lines.
-        """
-        for checked, (line, gemini, other) in enumerate(judged):
-            if gemini:
-                return
-            if other and checked == 0:
-                raise foreign_file(path, line, other, "a Gemini CLI session")
-        if not judged:
-            return
-        raise InputError("this JSON-lines file has no Gemini CLI records (no sessionId/projectHash header, "
-                         "message ids, $set or $rewindTo)", path=path, line=judged[0][0],
-                         hint="give the path of a session-*.jsonl file under ~/.gemini/tmp/<project>/chats, "
-                              "or pick the right --agent")
+def _bloom_of(old: Mapping[str, Any], full: bool, new_ids: int) -> tuple[bytearray, int, list | None, bool]:
+    """The bloom filter to go on with (the old one when it has room for ``new_ids``
+    more, else a new one sized for all), the number of ids it will hold, the old tail
+    (:func:`_tail`), and whether the old state is usable for an incremental read."""
+    known = old.get("bloom") if not full and old.get("v") == STATE_VERSION else None
+    seen_ids = old.get("ids") if isinstance(old.get("ids"), int) else None
+    usable = (
+        isinstance(known, bytes) and len(known) >= BLOOM_BITS // 8 and len(known) % (BLOOM_BITS // 8) == 0
+        and seen_ids is not None and seen_ids + new_ids <= _bloom_room(known)
+    )
+    total_ids = (seen_ids or 0) + new_ids if usable else new_ids
+    bloom = bytearray(known if usable else bytes(_bloom_size(total_ids)))
+    last = old.get("tail") if usable else None
+    last = last if isinstance(last, list) and len(last) == 3 and _is_id(last[0]) else None
+    return bloom, total_ids, last, usable
 
-    # A stored turn's standalone view: every message counts as live (see :mod:`.gemini_log`).
-    normalize_record = staticmethod(normalize_record)
 
-    def normalize_many(self, turns: list[Turn]) -> list[Normal]:
-        """The views of a whole sequence of stored turns, the log replayed as :meth:`read` does."""
-        values = [_value_of(t) if t.agent == AGENT else _SKIP for t in turns]
-        normals = _normals(values, _replay(values))
-        return [n if t.agent == AGENT else self.normalize(t) for t, n in zip(turns, normals)]
+def _maybe_document(path: str, fh, size: int) -> tuple[tuple[dict, list, str], bytes] | None:
+    """A legacy single-JSON document and the file's bytes, when the file is one.
 
-    # -- writing ------------------------------------------------------------------
-    # The writer lives in gemini_export (it imports this module, hence the late import).
+    A ``.jsonl`` file whose first line is JSON is always read line by line (even a
+    whole legacy record on one line), so that its round trip stays byte-exact.
+    """
+    fh.seek(0)
+    try:
+        jsonl.parse(fh.readline(jsonl.MAX_LINE).rstrip(b"\n"))
+        first_ok = True
+    except jsonl.ParseFailure:
+        first_ok = False
+    if first_ok and (path.endswith(".jsonl") or size > DOCUMENT_LIMIT):
+        return None
+    if size > DOCUMENT_LIMIT:
+        raise InputError("this single-JSON session is too large to load", path=path,
+                         hint=f"files over {DOCUMENT_LIMIT // (1024 * 1024)} MiB are not read")
+    fh.seek(0)
+    data = fh.read()
+    doc = document(data)
+    if doc is not None:
+        return doc, data
+    if first_ok:
+        return None
+    try:
+        jsonl.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        if not path.endswith(".json"):
+            return None  # reported line by line: "the first line is not JSON"
+        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 JSON"
+        raise InputError(f"not JSON ({why}); this is not a Gemini CLI session", path=path, line=line,
+                         hint="give the path of a session-*.jsonl or session-*.json file") from None
+    raise NotThisAgent("this JSON document has no Gemini CLI messages (no messages or history list)", path=path,
+                       hint="give the path of a session-*.jsonl or session-*.json file", own=OWN)
 
-    def export(self, req: ExportRequest) -> ExportResult:
-        from opalgit.agents.gemini.write import export
 
-        return export(req)
+def _read_document(path: str, doc: tuple[dict, list, str], data: bytes) -> ReadResult:
+    header, messages, key = doc
+    values: list[Any] = [header, *messages]
+    replay = _replay(values)
+    normals = _normals(values, replay)
+    records = [Record(Turn.from_record(AGENT, v), n, 1) for v, n in zip(values, normals)]
+    info = _Info()
+    for v in values:
+        info.feed(v)
+    info.resolve(path)
+    live = [e.key for e in replay.entries if not e.key.startswith("#")]
+    warnings = [] if key == "messages" else [
+        f"{path}: an old {{history: [...]}} session; it is read, but Gemini CLI cannot resume it"]
+    return ReadResult(
+        session=info.session(), records=records,
+        views=[View(indices=list(range(len(records))), leaf=live[-1] if live else None)],
+        state={"v": STATE_VERSION, "doc": True, "info": info.saved()},
+        end=len(data), lines=data.count(b"\n"), warnings=warnings, extends=False)
+
+
+def _check_shape(path: str, judged: list[tuple[int, bool]]) -> None:
+    """Refuse files with no Gemini CLI record near the top (:func:`~.base.check_shape`)."""
+    check_shape(path, judged, "this JSON-lines file has no Gemini CLI records (no sessionId/projectHash header, "
+                "message ids, $set or $rewindTo)", "give the path of a session-*.jsonl file under "
+                "~/.gemini/tmp/<project>/chats, or pick the right --agent", OWN)
+
+
+def normalize_many(turns: list[Turn], normalize: Callable[[Turn], Normal]) -> list[Normal]:
+    """The views of a whole sequence of stored turns, the log replayed as :func:`read` does."""
+    values = [_value_of(t) if t.agent == AGENT else _SKIP for t in turns]
+    normals = _normals(values, _replay(values))
+    return [n if t.agent == AGENT else normalize(t) for t, n in zip(turns, normals)]

@@ -5,12 +5,12 @@
 ``gemini --resume`` accepts, plus, when the project has to be registered, the
 ``projects.json`` entry and ``.project_root`` markers Gemini CLI itself would write
 (formats.md §3.1). Foreign turns are converted from their normalized view into
-Gemini message records; native records are replayed (:mod:`.gemini_log`) and
+Gemini message records; native records are replayed (:mod:`.log`) and
 written as the messages of the final state.
 
 Export writes a fresh JSON-lines session with the *final* state only: one line per
 live message, no superseded lines, results only in ``toolCalls[].result``, every
-call paired. Loss-report kinds (shared names as in :mod:`.claude_export`):
+call paired. Loss-report kinds (shared names as in :mod:`opalgit.agents.claude.write`):
 ``record:superseded``, ``record:folded`` (header, ``$set`` and ``$rewindTo`` lines
 applied into the new file), ``record:unparseable``, ``record:meta:<agent>``,
 ``record:system``, ``system:as_user``, ``message:retyped``, ``tool_result:duplicate``,
@@ -33,20 +33,21 @@ from typing import Any, Mapping
 
 from opalgit import jsonl
 from opalgit.agents import tools
-from opalgit.agents.base import ExportRequest, ExportResult, LossReport, reply_id
-from opalgit.agents.gemini.log import _SKIP, _content_string, _fr_ids, _is_id, _kind, _replay, _value_of, parse_time
-from opalgit.agents.gemini.read import (
+from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, reply_id
+from opalgit.agents.gemini.files import gemini_dir, load_registry, marker_owner, project_hash, read_text, slugify
+from opalgit.agents.gemini.log import (
+    _SKIP,
     AGENT,
     IGNORED_PREFIXES,
     KEEP_PREFIX,
     NO_RESULT,
-    _load_registry,
-    _marker_owner,
-    _read_text,
-    gemini_dir,
-    iso,
-    project_hash,
-    slugify,
+    _content_string,
+    _fr_ids,
+    _is_id,
+    _kind,
+    _replay,
+    _value_of,
+    parse_time,
 )
 from opalgit.errors import InputError
 from opalgit.history.model import Normal
@@ -132,10 +133,10 @@ def _project_folder(base: str, cwd: str, report: LossReport, post: list) -> tupl
     """
     tmp = os.path.join(base, "tmp")
     registry_path = os.path.join(base, "projects.json")
-    data, problem = _load_registry(registry_path)
+    data, problem = load_registry(registry_path)
     projects = data["projects"]
     slug = projects.get(cwd)
-    if slug and all(owner == cwd for owner in _marker_owner(base, slug)):
+    if slug and all(owner == cwd for owner in marker_owner(base, slug)):
         return os.path.join(tmp, slug), []
     legacy = os.path.join(tmp, project_hash(cwd))
     if not slug and os.path.isdir(legacy):
@@ -165,7 +166,7 @@ def _existing_slug(base: str, cwd: str) -> str | None:
         except OSError:
             continue
         for name in names:
-            text = _read_text(os.path.join(base, sub, name, ".project_root"))
+            text = read_text(os.path.join(base, sub, name, ".project_root"))
             if text is not None and text.strip() == cwd and re.fullmatch(r"[a-z0-9-]+", name):
                 return name
     return None
@@ -178,7 +179,7 @@ def _claim_slug(base: str, cwd: str, projects: Mapping[str, str]) -> str:
     while True:
         candidate = stem if n == 0 else f"{stem}-{n}"
         n += 1
-        if candidate in taken or any(owner != cwd for owner in _marker_owner(base, candidate)):
+        if candidate in taken or any(owner != cwd for owner in marker_owner(base, candidate)):
             continue
         return candidate
 
@@ -313,66 +314,77 @@ class _Converter:
             self._user(normal, normal.blocks)
             return
         if role in ("tool", "system"):
-            rest = []
-            for b in normal.blocks:
-                if b["type"] == "tool_result":
-                    self._result(b)
-                else:
-                    rest.append(b)
-            if role == "system":
-                if any(b["type"] == "text" for b in rest):
-                    self.report.convert("system:as_user")
-                    self._user(normal, rest)
-                else:
-                    self.report.drop("record:system")
-            elif rest:
-                # Text riding along with tool output (an interruption note): a user line
-                # after the model turn, which leaves other calls of that turn open.
-                self._user(normal, rest, close=False)
+            self._tool_or_system(normal)
             return
         for b in normal.blocks:  # assistant
-            kind = b["type"]
-            if kind == "reasoning":
-                if b.get("signed"):
-                    self.report.drop("reasoning:signed")
-                elif self.req.reasoning == "text" and b.get("text"):
-                    self._model(normal, True)["thoughts"].append(
-                        {"subject": "", "description": b["text"], "timestamp": self._stamp(normal)})
-                    self.report.convert("reasoning:as_text")
-                else:
-                    self.report.drop("reasoning:foreign")
-            elif kind == "text":
-                self._model(normal, True)["content"].append({"text": b.get("text") or ""})
-            elif kind == "image":
-                part = self._image(b)
-                if part:
-                    self._model(normal, True)["content"].append(part)
-            elif kind == "tool_call":
-                name, args, mapped = tools.convert_call(agent, AGENT, str(b.get("name") or "unknown"),
-                                                        b.get("input"), self.req.cwd)
-                self.report.convert("tool_call:mapped" if mapped else "tool_call:kept")
-                if not isinstance(args, dict):
-                    args = {"input": args}
-                cid = b.get("id") if _is_id(b.get("id")) else f"opal_call_{self._new_id()[:8]}"
-                if not _is_id(b.get("id")):
-                    self.anon.append(cid)
-                entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
-                         "timestamp": self._stamp(normal)}
-                msg = self._model(normal, False)
-                if self.fresh and msg["toolCalls"] and (
-                        self.other_reply or any(tc.get("result") is not None for tc in msg["toolCalls"])):
-                    # A call made after the calls of this message were answered is a new
-                    # reply (it waited for those results), not one more parallel call; so is
-                    # a call of a reply with another id (after a call left unanswered).
-                    self.cur = None
-                    msg = self._model(normal, False)
-                self.fresh = self.other_reply = False
-                msg["toolCalls"].append(entry)
-                self.pending[cid] = entry
-            elif kind == "tool_result":
+            self._assistant_block(agent, normal, b)
+
+    def _tool_or_system(self, normal: Normal) -> None:
+        """Tool results fill their calls; a system turn's text is a user line, and so is
+        text riding along with tool output."""
+        rest = []
+        for b in normal.blocks:
+            if b["type"] == "tool_result":
                 self._result(b)
             else:
-                self.report.drop("content:other")
+                rest.append(b)
+        if normal.role == "system":
+            if any(b["type"] == "text" for b in rest):
+                self.report.convert("system:as_user")
+                self._user(normal, rest)
+            else:
+                self.report.drop("record:system")
+        elif rest:
+            # Text riding along with tool output (an interruption note): a user line
+            # after the model turn, which leaves other calls of that turn open.
+            self._user(normal, rest, close=False)
+
+    def _assistant_block(self, agent: str, normal: Normal, b: dict) -> None:
+        kind = b["type"]
+        if kind == "reasoning":
+            if b.get("signed"):
+                self.report.drop("reasoning:signed")
+            elif self.req.reasoning == "text" and b.get("text"):
+                self._model(normal, True)["thoughts"].append(
+                    {"subject": "", "description": b["text"], "timestamp": self._stamp(normal)})
+                self.report.convert("reasoning:as_text")
+            else:
+                self.report.drop("reasoning:foreign")
+        elif kind == "text":
+            self._model(normal, True)["content"].append({"text": b.get("text") or ""})
+        elif kind == "image":
+            part = self._image(b)
+            if part:
+                self._model(normal, True)["content"].append(part)
+        elif kind == "tool_call":
+            self._call(agent, normal, b)
+        elif kind == "tool_result":
+            self._result(b)
+        else:
+            self.report.drop("content:other")
+
+    def _call(self, agent: str, normal: Normal, b: dict) -> None:
+        name, args, mapped = tools.convert_call(agent, AGENT, str(b.get("name") or "unknown"),
+                                                b.get("input"), self.req.cwd)
+        self.report.convert("tool_call:mapped" if mapped else "tool_call:kept")
+        if not isinstance(args, dict):
+            args = {"input": args}
+        cid = b.get("id") if _is_id(b.get("id")) else f"opal_call_{self._new_id()[:8]}"
+        if not _is_id(b.get("id")):
+            self.anon.append(cid)
+        entry = {"id": cid, "name": name, "args": args, "result": None, "status": "error",
+                 "timestamp": self._stamp(normal)}
+        msg = self._model(normal, False)
+        if self.fresh and msg["toolCalls"] and (
+                self.other_reply or any(tc.get("result") is not None for tc in msg["toolCalls"])):
+            # A call made after the calls of this message were answered is a new
+            # reply (it waited for those results), not one more parallel call; so is
+            # a call of a reply with another id (after a call left unanswered).
+            self.cur = None
+            msg = self._model(normal, False)
+        self.fresh = self.other_reply = False
+        msg["toolCalls"].append(entry)
+        self.pending[cid] = entry
 
     def finish(self) -> list[dict]:
         self.close()
