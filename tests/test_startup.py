@@ -201,7 +201,7 @@ def test_get_imports_only_the_adapter_asked_for():
         print(sorted(m for m in set(sys.modules) - before if m.startswith(("opalgit.agents.", "importlib.metadata"))))
         """
     )
-    assert out.strip() == ("['opalgit.agents.codex.adapter', 'opalgit.agents.codex.files', 'opalgit.agents.codex.format', "
+    assert out.strip() == ("['opalgit.agents.codex', 'opalgit.agents.codex.adapter', 'opalgit.agents.codex.files', 'opalgit.agents.codex.format', "
                            "'opalgit.agents.codex.read', 'opalgit.agents.codex.threads']")
 
 
