@@ -19,10 +19,10 @@ from opalgit.errors import ConflictError, UsageError
 from opalgit.fileio import create_temp, folder_problem, replace_atomically
 from opalgit.history import checkpoints, sequence
 from opalgit.history.budget import fit
-from opalgit.history.states import side_files
+from opalgit.history.states import load_state, normals_of, resolve, side_files, turn_item_index, turn_of
 from opalgit.history.tokens import estimate
 from opalgit.porcelain import secrets as redaction
-from opalgit.porcelain.commit import load_state, normals_of, record_export, resolve, turn_item_index, turn_of
+from opalgit.porcelain.sessions import record_export
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass
 

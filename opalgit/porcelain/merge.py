@@ -19,7 +19,7 @@ from opalgit.history import oplog, sequence
 from opalgit.history.merge import CHOICES, Conflict, MergeResult, merge3
 from opalgit.history.model import StateHeader
 from opalgit.history.sequence import Item
-from opalgit.porcelain.commit import (
+from opalgit.history.states import (
     State,
     authored_item,
     branch_head,

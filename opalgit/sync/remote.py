@@ -600,7 +600,7 @@ def fast_forward(repo: Repository, local: str, remote: str, rb: str, *, command:
     not record the session it tracked before over the pulled turns; the operation
     records both moves, and ``opal undo`` restores both.
     """
-    from opalgit.porcelain.commit import load_state
+    from opalgit.history.states import load_state
     from opalgit.porcelain.merge import followed_session, turns_left_out  # the rules 'opal merge' fast-forwards by
 
     source = f"{remote}/{rb}"

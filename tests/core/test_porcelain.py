@@ -18,7 +18,8 @@ from opalgit.errors import (
     SessionNotFoundError,
     UsageError,
 )
-from opalgit.porcelain.commit import _items
+from opalgit.history import sequence
+from opalgit.history.states import _items
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git
 
@@ -381,7 +382,7 @@ def test_show_of_a_claude_turn_reads_one_record_and_says_what_a_replay_says(repo
                                   for si in states.sequence.iter_items(repo.store, st.root)])
     calls = []
     real_turn_of = porcelain.turn_of
-    monkeypatch.setattr(porcelain, "turn_of", lambda r, item: calls.append(1) or real_turn_of(r, item))
+    monkeypatch.setattr("opalgit.porcelain.show.turn_of", lambda r, item: calls.append(1) or real_turn_of(r, item))
     copies = 0
     for n in range(1, st.header.turns + 1):
         calls.clear()

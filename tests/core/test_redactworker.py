@@ -35,7 +35,10 @@ from tests.conftest import FIXTURES, ROOT, git
 # Runs one commit of --file in a repository; prints what the test compares.
 SCRIPT = r"""
 import json, os, sys
-from opalgit import porcelain, redaction, redactworker, sequence
+from opalgit import porcelain
+from opalgit.history import sequence
+from opalgit.porcelain import secrets as redaction
+from opalgit.secrets import worker as redactworker
 from opalgit.store.repo import Repository
 
 repo_dir, path, mode = sys.argv[1:4]
