@@ -8,7 +8,7 @@ records, and moves the branch in one operation.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from opalgit.agents.base import ReadResult, Record, SessionFile, begins_with, tail_hash
 from opalgit.errors import NothingToDoError, OpalError, UsageError
@@ -149,6 +149,8 @@ def commit(
     session: str | None = None,
     file: str | None = None,
 ) -> CommitResult:
+    """Record the session ``find_session`` picks (``session``/``file``: the one named)
+    as a new state on the current branch, under the repository lock."""
     pick = find_session(repo, env, cwd, agent=agent, session=session, file=file)
     explicit = session is not None or file is not None
     with repo.lock(), contextlib.ExitStack() as cleanup:
@@ -158,143 +160,212 @@ def commit(
 def _commit_locked(
     repo: Repository, pick: Pick, message: str | None, explicit: bool, cleanup: contextlib.ExitStack
 ) -> CommitResult:
+    """The steps of a commit: read what is new, redact and store it, then write the
+    state and move the branch in one operation. Nothing is written before the last
+    check that there is something to commit."""
     branch = current_branch(repo)
     head = branch_head(repo, branch)
     state = load_state(repo, head) if head else None
-    ad, f = pick.adapter, pick.file
     notes = [pick.note] if pick.note else []
     if state is not None and not explicit:
-        refusal = _detached_refusal(repo, branch, state, ad.name, f)
+        refusal = _detached_refusal(repo, branch, state, pick.adapter.name, pick.file)
         if refusal is not None:
             raise refusal
+    read, red = _read_session(repo, state, pick, cleanup, notes)
+    repo.ask_identity()  # git answers while the records are redacted and stored
+    red.load(repo)
+    side = red.session(read.result)
+    secrets_note_at = len(notes)  # the secrets note comes before what storing says
+    stored = _store(repo, branch, state, pick, read, red, side, notes)
+    if red.placeholders:
+        notes.insert(secrets_note_at, f"{count(len(red.placeholders), 'secret')} replaced by placeholders; "
+                                      "the originals stay in this machine's vault")
+    red.screen.close()  # every record is stored: the other core is free again
+    stored.packer.keep_window()
+    return _record(repo, branch, head, state, pick, read, stored, side, message, notes)
 
-    result: ReadResult | None = None
-    incremental = False
-    prev_src = state.header.source if state else None
-    same = (
+
+# ------------------------------------------------------------------ reading
+
+
+@dataclass
+class _Read:
+    """What a commit read of the session file."""
+
+    result: ReadResult
+    incremental: bool  # only the lines after the ones the head state was read from
+    resumed: int  # records of the head state that the file's first lines stand for (an export continued)
+
+
+def _extends(state: State | None, agent: str, path: str) -> bool:
+    """Whether the file may be read from where the head state's read stopped: the same
+    agent's file at the same path (a rollout's name is not its session id), its first
+    bytes as the last commit read them (the tail hash), and a head that is the usual
+    continuation of that read (not rewound, branched at a turn or merged)."""
+    src = state.header.source if state is not None else None
+    return (
         state is not None
         and state.header.session is not None
-        and state.header.session.agent == ad.name
-        # The file is known by its path (a rollout's name is not its session id); the
-        # tail hash below proves its prefix is what the last commit read.
-        and prev_src is not None
-        and prev_src.path == f.path
+        and state.header.session.agent == agent
+        and src is not None
+        and src.path == path
         and not state.header.extra.get("detached")
+        and begins_with(path, src.size, src.tail)
     )
-    extend = same and prev_src is not None and begins_with(f.path, prev_src.size, prev_src.tail)
-    # A large read gets a second process that tells which records hold nothing to
-    # redact (opalgit.secrets.worker). It is forked now, before anything starts a thread,
-    # and with the redactor the commit will use; a small read (the usual incremental
-    # commit, the hook's) loads no redaction at all until it has turns to store.
-    r: Redactor | None = None
-    redactor_ready = False
-    screen = redactworker.Screen()
-    begin, first = (prev_src.size, prev_src.lines + 1) if extend and prev_src is not None else (0, 1)
-    if redactworker.worth_it(f.path, begin):
-        from opalgit import malloc
-        from opalgit.porcelain import secrets as redaction
 
-        malloc.return_large_blocks()  # a large read: its peak memory is what is alive
 
-        r, redactor_ready = redaction.redactor(repo), True
-        screen = cleanup.enter_context(redactworker.start(f.path, begin, first, r))
-    if extend and prev_src is not None:
-        result = ad.read(f.path, start=begin, first_line=first, state=prev_src.state)
-        incremental = result.extends
+def _read_session(repo: Repository, state: State | None, pick: Pick, cleanup: contextlib.ExitStack,
+                  notes: list[str]) -> tuple[_Read, "_Redaction"]:
+    """Read what is new in the picked file: incrementally when the file continues the
+    head state's read, else all of it (noting what of it an export wrote). Raises
+    NothingToDoError when there is nothing new, before any redaction is loaded."""
+    ad, f = pick.adapter, pick.file
+    extend = _extends(state, ad.name, f.path)
+    prev = state.header.source if state is not None and extend else None
+    begin, first = (prev.size, prev.lines + 1) if prev is not None else (0, 1)
+    # Forked now, before anything starts a thread (see _Redaction).
+    red = _Redaction(repo, f.path, begin, first, cleanup)
+    result: ReadResult | None = None
+    incremental = False
+    if prev is not None:
+        assert state is not None
+        result = ad.read(f.path, start=begin, first_line=first, state=prev.state)
         # Records the new lines revise are named by their place in the file: the
         # state's records must be the file's lines, one each, for that to be theirs.
-        if incremental and result.revised and (state is None or state.header.items != prev_src.lines):
-            incremental = False
+        incremental = result.extends and not (result.revised and state.header.items != prev.lines)
         if not incremental:
             result = None
-    resumed = 0  # records of ``state`` that the file's first lines stand for (see below)
+    resumed = 0
     if result is None:
         result = ad.read(f.path)
         if state is not None:
-            resumed, untouched = _continues_export(repo, ad.name, f, state, result)
-            if untouched:
-                # The agent has not added a turn: recording the file would only make
-                # an empty commit that names the exported session.
-                raise NothingToDoError(
-                    f"nothing to commit: session {f.id} has no new turns since the export of {_short(state.oid)}"
-                )
-            if resumed:
-                notes.append(
-                    f"session {f.id} continues the export of {_short(state.oid)}: its first {resumed} records "
-                    "are that state's, stored once; only what follows is new"
-                )
-
+            resumed = _resumed_export(repo, state, pick, result, notes)
     if incremental and not result.count:
         # Nothing but (perhaps) a line the agent is still writing: the common case of
         # a post-commit hook, kept free of any further work.
+        assert state is not None
         raise NothingToDoError(f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}")
-    repo.ask_identity()  # git answers while the records are redacted and stored
+    return _Read(result, incremental, resumed), red
 
-    # Records stream from the file into the sequence writer one at a time (an adapter
-    # may produce them lazily, re-reading the file): memory holds one record, the open
-    # leaf and the store's buffer, not the session. Secrets are replaced before a
-    # record is encoded, and their originals are put into the local vault before the
-    # record is handed on, so no object holding a placeholder can be flushed first.
-    from opalgit.porcelain import secrets as redaction  # imported here: its rules cost start-up time elsewhere
 
-    if not redactor_ready:
-        r = redaction.redactor(repo)
-    vault = redaction.vault(repo) if r is not None else None
-    secured: set[tuple[str, str]] = set()  # (placeholder, secret) already in the vault
-    placeholders: set[str] = set()
-    secrets_note_at = len(notes)
+def _resumed_export(repo: Repository, state: State, pick: Pick, result: ReadResult, notes: list[str]) -> int:
+    """How many of ``state``'s records the file begins with because ``opal export``
+    wrote them (:func:`_continues_export`), saying so in ``notes``."""
+    f = pick.file
+    resumed, untouched = _continues_export(repo, pick.adapter.name, f, state, result)
+    if untouched:
+        # The agent has not added a turn: recording the file would only make
+        # an empty commit that names the exported session.
+        raise NothingToDoError(
+            f"nothing to commit: session {f.id} has no new turns since the export of {_short(state.oid)}"
+        )
+    if resumed:
+        notes.append(
+            f"session {f.id} continues the export of {_short(state.oid)}: its first {resumed} records "
+            "are that state's, stored once; only what follows is new"
+        )
+    return resumed
 
-    def secure(found: list) -> None:
-        new = [x for x in found if (x.placeholder, x.secret) not in secured]
+
+# ------------------------------------------------------------------ redacting
+
+
+class _Redaction:
+    """A commit's redaction: every record, the session's title and its side files are
+    redacted before they are encoded, and the originals of what is replaced are put
+    into the local vault before the record is handed on, so no object holding a
+    placeholder can be flushed first.
+
+    A large read gets a second process that tells which records hold nothing to
+    redact (:mod:`opalgit.secrets.worker`). It is forked when this is made, before
+    anything starts a thread, with the redactor the commit will use; a small read (the
+    usual incremental commit, the hook's) loads no redaction at all until it has turns
+    to store (:meth:`load`).
+    """
+
+    def __init__(self, repo: Repository, path: str, begin: int, first: int, cleanup: contextlib.ExitStack) -> None:
+        self.redactor: Redactor | None = None
+        self.vault: Any = None
+        self.screen = redactworker.Screen()
+        self.secured: set[tuple[str, str]] = set()  # (placeholder, secret) already in the vault
+        self.placeholders: set[str] = set()
+        self._loaded = False
+        if redactworker.worth_it(path, begin):
+            from opalgit import malloc
+            from opalgit.porcelain import secrets as redaction
+
+            malloc.return_large_blocks()  # a large read: its peak memory is what is alive
+            self.redactor, self._loaded = redaction.redactor(repo), True
+            self.screen = cleanup.enter_context(redactworker.start(path, begin, first, self.redactor))
+
+    def load(self, repo: Repository) -> None:
+        """Load the redactor (unless the worker's start did) and the vault."""
+        from opalgit.porcelain import secrets as redaction  # imported here: its rules cost start-up time elsewhere
+
+        self._redaction = redaction
+        if not self._loaded:
+            self.redactor = redaction.redactor(repo)
+        self.vault = redaction.vault(repo) if self.redactor is not None else None
+
+    def secure(self, found: list) -> None:
+        """Put the originals of ``found`` into the vault (each once)."""
+        new = [x for x in found if (x.placeholder, x.secret) not in self.secured]
         if new:
-            assert vault is not None
-            vault.put(new)
-            secured.update((x.placeholder, x.secret) for x in new)
-        placeholders.update(x.placeholder for x in found)
+            assert self.vault is not None
+            self.vault.put(new)
+            self.secured.update((x.placeholder, x.secret) for x in new)
+        self.placeholders.update(x.placeholder for x in found)
 
-    if r is not None and result.session.title:
-        result.session.title, found = r.redact_text(result.session.title)
-        secure(found)
+    def session(self, result: ReadResult) -> dict[str, bytes]:
+        """Redact the session's title in place; its side folders (subagent transcripts,
+        tool results), which are stored with the state, redacted."""
+        r = self.redactor
+        if r is not None and result.session.title:
+            result.session.title, found = r.redact_text(result.session.title)
+            self.secure(found)
+        side: dict[str, bytes] = {}
+        for rel, data in result.side.items():
+            if r is not None:
+                data, found = r.redact_bytes(data)
+                self.secure(found)
+            side[rel] = data
+        return side
 
-    # The session's side folders (subagent transcripts, tool results) are stored with
-    # the state, redacted like its records.
-    side: dict[str, bytes] = {}
-    for rel, data in result.side.items():
-        if r is not None:
-            data, found = r.redact_bytes(data)
-            secure(found)
-        side[rel] = data
-
-    def item_of(rec: Record) -> Item:
+    def item(self, rec: Record) -> Item:
         """A record redacted and encoded."""
+        r = self.redactor
         found: list = []
         if r is None:
             pass
-        elif rec.turn.has_record and (judged := screen.verdict(rec.line, rec.crc)) is not None:
+        elif rec.turn.has_record and (judged := self.screen.verdict(rec.line, rec.crc)) is not None:
             # The worker redacted exactly this line (same bytes, parsed alike,
             # same redactor): what redacting it here would give.
             value, found = judged
             if found:
-                secure(found)
+                self.secure(found)
                 rec.turn = Turn.from_record(rec.turn.agent, value)
         else:
-            turn, found = redaction.redact_turn(rec.turn, r)
+            turn, found = self._redaction.redact_turn(rec.turn, r)
             if found:
-                secure(found)
+                self.secure(found)
                 rec.turn = turn
         it = next(_items((rec,)))
         if found:
             # The summary (tool names, call ids) was made from the record as read.
             assert r is not None
             it.summary, more = r.redact_value(it.summary)
-            secure(more)
+            self.secure(more)
         return it
 
-    def items_of(indices, tally: tuple[bytearray, list[int]]) -> Iterator[Item]:
+    def items(self, result: ReadResult, indices, tally: tuple[bytearray, list[int]]) -> Iterator[Item]:
         """Redacted, encoded records at ``indices`` (None: all), each counted into
-        ``tally`` (is it a turn, its chars)."""
+        ``tally`` (is it a turn, its chars).
+
+        Records stream from the file into the sequence writer one at a time (an adapter
+        may produce them lazily, re-reading the file): memory holds one record, the
+        open leaf and the store's buffer, not the session."""
         for rec in result.iter_records(indices):
-            it = [item_of(rec)]
+            it = [self.item(rec)]
             tally[0].append(it[0].is_turn)
             tally[1].append(int(it[0].summary.get("chars", 0)))
             # While the writer stores the item and the next record is read, this
@@ -303,156 +374,194 @@ def _commit_locked(
             del rec
             yield it.pop()
 
-    store = repo.store
-    changes: dict[str, tuple[bytes | None, bytes | None]] = {}
-    forks: list[str] = []
-    tally: tuple[bytearray, list[int]] = (bytearray(), [])
-    # New payloads continue the branch's pack chain, and payloads the branch (or its
-    # fork branches) already stores are named, not written again: a whole file read
-    # again gives the same leaves, and a file the agent reads again costs nothing.
-    fork_names = [f"{branch}-{v.name_hint or 'fork'}" for v in (result.views or [])[1:]]
+
+# ------------------------------------------------------------------ storing
+
+
+@dataclass
+class _Stored:
+    """The records a commit stored, and what the state it writes will say of them."""
+
+    root: sequence.Node | None
+    packer: Any
+    items: int
+    turns: int
+    chars: int
+    new_range: tuple[int, int]  # [start, end) of the records this commit added
+    new_turns: int
+    appended: bool = False  # to ``base``; else built whole
+    base: sequence.Node | None = None  # what the new records were appended to
+    built: dict = field(default_factory=dict)  # where a whole build put the payloads
+    tally: tuple[bytearray, list[int]] | None = None  # a whole build's records: is each a turn, its chars
+    forks: list[str] = field(default_factory=list)
+    changes: dict = field(default_factory=dict)  # the fork branches' ref moves
+
+
+def _store(repo: Repository, branch: str, state: State | None, pick: Pick, read: _Read, red: _Redaction,
+           side: dict[str, bytes], notes: list[str]) -> _Stored:
+    """Store the new records: appended to the head state's (an incremental read, or
+    a file continuing an export), else the whole file built again, with its other
+    lines of conversation as fork branches.
+
+    New payloads continue the branch's pack chain, and payloads the branch (or its
+    fork branches) already stores are named, not written again: a whole file read
+    again gives the same leaves, and a file the agent reads again costs nothing."""
+    fork_names = [f"{branch}-{v.name_hint or 'fork'}" for v in (read.result.views or [])[1:]]
     fork_states = {name: load_state(repo, h) for name in fork_names if (h := branch_head(repo, name)) is not None}
     packer = packer_for(repo, state, also=list(fork_states.values()))
-    appended = False
-    base = state.root if state is not None else None  # what the new records are appended to
-    if incremental or resumed:
+    if read.incremental or read.resumed:
         assert state is not None
-        # Incremental: the new lines' records. Resumed: the records after the ones the
-        # export wrote (the file's only view begins with them, checked).
-        indices = None if incremental else result.views[0].indices[resumed:]
-        turns_delta = chars_delta = 0
-        if incremental and result.revised:
-            base, turns_delta, chars_delta = _revise(store, base, result.revised, packer)
-        root = sequence.append(store, base, items_of(indices, tally), packer)
-        appended = True
-        new_turns, new_chars = sum(tally[0]), sum(tally[1])
-        items_total = state.header.items + len(tally[0])
-        turns_total = state.header.turns + new_turns + turns_delta
-        chars_total = state.header.chars + new_chars + chars_delta
-        new_range = (state.header.items, items_total)
-    else:
-        view = result.views[0] if result.views else None
-        built: dict[bytes, tuple[bytes, bool]] = {}
-        root = sequence.build(
-            store, items_of(view.indices if view else None, tally), packer, parent=state.root if state else None,
-            locations=built,
-        )
-        flags, chars = tally
-        turns_total, chars_total, items_total = sum(flags), sum(chars), len(flags)
-        prefix = common_prefix(repo, state.root if state else None, root)
-        new_range = (prefix, items_total)
-        new_turns = sum(flags[prefix:])
-        # Other lines of conversation inside the file become branches of their own.
-        # A fork shares the records before it parts from the main line: those are
-        # the main line's first records (its leaves, reused), and only the fork's
-        # own records are read from the file again.
-        for k, v in enumerate((result.views or [])[1:]):
-            shared = 0
-            for a, b in zip(view.indices if view else (), v.indices):
-                if a != b:
-                    break
-                shared += 1
-            fork_tally: tuple[bytearray, list[int]] = (bytearray(), [])
-            fork_root = sequence.append(
-                store, sequence.truncate(store, root, shared), items_of(v.indices[shared:], fork_tally), packer
-            )
-            fork_items = shared + len(fork_tally[0])
-            fork_turns = sum(flags[:shared]) + sum(fork_tally[0])
-            fork_chars = sum(chars[:shared]) + sum(fork_tally[1])
-            fork_name = fork_names[k]
-            fork_header = StateHeader(
-                session=result.session,
-                items=fork_items,
-                turns=fork_turns,
-                new_items=(0, fork_items),
-                chars=fork_chars,
-                extra={"fork_of": branch, "leaf": v.leaf or ""},
-            )
-            old_state = fork_states.get(fork_name)
-            old = old_state.oid if old_state is not None else None
-            if old_state is not None:
-                # Unchanged when it holds the same records (by id: where their
-                # payloads are stored may differ from one import to the next).
-                if (old_state.root.oid if old_state.root else None) == (fork_root.oid if fork_root else None) or (
-                    old_state.header.items == fork_items
-                    and common_prefix(repo, old_state.root, fork_root) == fork_items
-                ):
-                    continue
-            fork_oid = write_state(
-                repo,
-                fork_header,
-                fork_root,
-                [old] if old else [],
-                f"{ad.title} session {f.id[:8]}: fork at {v.leaf or '?'}\n",
-                packs=packer.tip,
-                side=side,
-            )
-            changes[branch_ref(fork_name)] = (old, fork_oid)
-            forks.append(fork_name)
-        if state is not None and (state.root.oid if state.root else None) == (root.oid if root else None) and not forks:
-            if state.header.session is not None and state.header.session.id == result.session.id:
-                raise NothingToDoError(
-                    f"nothing to commit: session {f.id} has no new turns since {_short(state.oid)}"
-                )
-        if state is not None and state.header.session is not None and state.header.session.id != result.session.id:
-            notes.append(f"branch {branch} now records session {result.session.id} (was {state.header.session.id})")
-    if placeholders:
-        notes.insert(secrets_note_at, f"{count(len(placeholders), 'secret')} replaced by placeholders; the originals stay in this machine's vault")
+        return _append(repo, state, read, red, packer)
+    stored = _build(repo, state, read, red, packer)
+    stored.forks, stored.changes = _write_forks(repo, branch, pick, read, red, stored, side, fork_states)
+    _check_news(repo, branch, state, pick, read.result, stored, notes)
+    return stored
 
-    screen.close()  # every record is stored: the other core is free again
-    packer.keep_window()
-    source = Source(
-        path=f.path,
-        size=result.end,
-        lines=result.lines,
-        tail=tail_hash(f.path, result.end),
-        state=result.state,
+
+def _append(repo: Repository, state: State, read: _Read, red: _Redaction, packer) -> _Stored:
+    """Append the new records to the head state's. Incremental: the new lines'
+    records. Resumed: the records after the ones the export wrote (the file's only
+    view begins with them, checked)."""
+    store, result = repo.store, read.result
+    indices = None if read.incremental else result.views[0].indices[read.resumed:]
+    tally: tuple[bytearray, list[int]] = (bytearray(), [])
+    base, turns_delta, chars_delta = state.root, 0, 0
+    if read.incremental and result.revised:
+        base, turns_delta, chars_delta = _revise(store, base, result.revised, packer)
+    root = sequence.append(store, base, red.items(result, indices, tally), packer)
+    new_turns, new_chars = sum(tally[0]), sum(tally[1])
+    items = state.header.items + len(tally[0])
+    return _Stored(
+        root, packer, items=items, turns=state.header.turns + new_turns + turns_delta,
+        chars=state.header.chars + new_chars + chars_delta, new_range=(state.header.items, items),
+        new_turns=new_turns, appended=True, base=base,
     )
-    header = StateHeader(
-        session=result.session,
-        items=items_total,
-        turns=turns_total,
-        source=source,
-        new_items=new_range,
-        chars=chars_total,
+
+
+def _build(repo: Repository, state: State | None, read: _Read, red: _Redaction, packer) -> _Stored:
+    """Build the sequence of the file's main line of conversation whole; what it
+    shares with the head state's counts as not new."""
+    view = read.result.views[0] if read.result.views else None
+    built: dict[bytes, tuple[bytes, bool]] = {}
+    tally: tuple[bytearray, list[int]] = (bytearray(), [])
+    old_root = state.root if state is not None else None
+    root = sequence.build(
+        repo.store, red.items(read.result, view.indices if view else None, tally), packer, parent=old_root,
+        locations=built,
     )
+    flags, chars = tally
+    prefix = common_prefix(repo, old_root, root)
+    # The tally stays: the forks count the records they share with the main line from it.
+    return _Stored(root, packer, items=len(flags), turns=sum(flags), chars=sum(chars),
+                   new_range=(prefix, len(flags)), new_turns=sum(flags[prefix:]), built=built, tally=tally)
+
+
+def _write_forks(repo: Repository, branch: str, pick: Pick, read: _Read, red: _Redaction, stored: _Stored,
+                 side: dict[str, bytes], fork_states: dict[str, State]) -> tuple[list[str], dict]:
+    """Store the file's other lines of conversation as branches of their own
+    (``BRANCH-<hint>``), each a state whose parent is its branch's last one.
+
+    A fork shares the records before it parts from the main line: those are the main
+    line's first records (its leaves, reused), and only the fork's own records are
+    read from the file again. A fork branch that holds the same records is left."""
+    store, result = repo.store, read.result
+    views = result.views or []
+    main = views[0].indices if views else ()
+    assert stored.tally is not None
+    flags, chars = stored.tally
+    forks: list[str] = []
+    changes: dict[str, tuple[bytes | None, bytes | None]] = {}
+    for v in views[1:]:
+        shared = 0
+        for a, b in zip(main, v.indices):
+            if a != b:
+                break
+            shared += 1
+        tally: tuple[bytearray, list[int]] = (bytearray(), [])
+        root = sequence.append(
+            store, sequence.truncate(store, stored.root, shared), red.items(result, v.indices[shared:], tally),
+            stored.packer,
+        )
+        items = shared + len(tally[0])
+        name = f"{branch}-{v.name_hint or 'fork'}"
+        old_state = fork_states.get(name)
+        if old_state is not None and _same_records(repo, old_state, root, items):
+            continue
+        header = StateHeader(
+            session=result.session, items=items, turns=sum(flags[:shared]) + sum(tally[0]), new_items=(0, items),
+            chars=sum(chars[:shared]) + sum(tally[1]), extra={"fork_of": branch, "leaf": v.leaf or ""},
+        )
+        old = old_state.oid if old_state is not None else None
+        message = f"{pick.adapter.title} session {pick.file.id[:8]}: fork at {v.leaf or '?'}\n"
+        oid = write_state(repo, header, root, [old] if old else [], message, packs=stored.packer.tip, side=side)
+        changes[branch_ref(name)] = (old, oid)
+        forks.append(name)
+    return forks, changes
+
+
+def _same_records(repo: Repository, old: State, root: sequence.Node | None, items: int) -> bool:
+    """Whether a fork branch's state holds the records ``root`` does: by id, since
+    where their payloads are stored may differ from one import to the next."""
+    if (old.root.oid if old.root else None) == (root.oid if root else None):
+        return True
+    return old.header.items == items and common_prefix(repo, old.root, root) == items
+
+
+def _check_news(repo: Repository, branch: str, state: State | None, pick: Pick, result: ReadResult,
+                stored: _Stored, notes: list[str]) -> None:
+    """After a whole build: nothing to commit when the same session gave the same
+    records and no fork moved; a note when the branch now records another session."""
+    if state is None:
+        return
+    was = state.header.session
+    same_root = (state.root.oid if state.root else None) == (stored.root.oid if stored.root else None)
+    if same_root and not stored.forks and was is not None and was.id == result.session.id:
+        raise NothingToDoError(f"nothing to commit: session {pick.file.id} has no new turns since {_short(state.oid)}")
+    if was is not None and was.id != result.session.id:
+        notes.append(f"branch {branch} now records session {result.session.id} (was {was.id})")
+
+
+# ------------------------------------------------------------------ recording
+
+
+def _record(repo: Repository, branch: str, head: bytes | None, state: State | None, pick: Pick, read: _Read,
+            stored: _Stored, side: dict[str, bytes], message: str | None, notes: list[str]) -> CommitResult:
+    """Write the new state and move the branch (and its forks) in one operation, which
+    also makes the branch track the session: ``opal undo`` takes all of it back."""
+    ad, f, result = pick.adapter, pick.file, read.result
+    source = Source(path=f.path, size=result.end, lines=result.lines, tail=tail_hash(f.path, result.end),
+                    state=result.state)
+    header = StateHeader(session=result.session, items=stored.items, turns=stored.turns, source=source,
+                         new_items=stored.new_range, chars=stored.chars)
     if message is None:
-        message = f"{new_turns} new turn{'s' if new_turns != 1 else ''} from {ad.title} session {result.session.id[:8]}"
-    oid = write_state(repo, header, root, [head] if head else [], message, packs=packer.tip, side=side)
-    changes[branch_ref(branch)] = (head, oid)
-    desc = f"commit {new_turns} new turns to {branch}"
+        n = stored.new_turns
+        message = f"{n} new turn{'s' if n != 1 else ''} from {ad.title} session {result.session.id[:8]}"
+    oid = write_state(repo, header, stored.root, [head] if head else [], message, packs=stored.packer.tip, side=side)
+    changes = {**stored.changes, branch_ref(branch): (head, oid)}
+    desc = f"commit {stored.new_turns} new turns to {branch}"
     op = oplog.new(repo, "commit", desc, changes, sessions=tracking(repo, branch, (ad.name, result.session.id)))
+    oplog.apply(repo, op, meanwhile=lambda: _cache_locations(repo, state, stored))
+    return CommitResult(
+        branch=branch, oid=oid, parent=head, session=result.session, new_turns=stored.new_turns,
+        new_items=stored.new_range[1] - stored.new_range[0], turns=stored.turns, items=stored.items,
+        incremental=read.incremental, forks=stored.forks, notes=notes, warnings=list(result.warnings),
+        objects_written=repo.store.written_objects, bytes_written=repo.store.written_bytes,
+    )
+
+
+def _cache_locations(repo: Repository, state: State | None, stored: _Stored) -> None:
+    """Where the new state's payloads are, for the next commit (see
+    :mod:`opalgit.history.locationcache`): keyed by the sequence's id, so it is right
+    whether or not the ref update it runs beside succeeds, and only a shortcut."""
     from opalgit.history import locationcache as locations
 
-    def cache_locations() -> None:
-        # Where the new state's payloads are, for the next commit (see
-        # opalgit.history.locationcache): keyed by the sequence's id, so it is right whether or
-        # not the ref update it runs beside succeeds, and only a shortcut.
-        try:
-            if appended:
-                assert state is not None
-                # (a base revised in place holds the same payloads as the state's root)
-                old_known = locations.of(store, repo.opal_dir, state.root)
-                locations.after_append(store, repo.opal_dir, base, root, old_known)
-            elif root is not None:
-                locations.save(repo.opal_dir, root.oid, built)
-        except (OSError, OpalError):
-            pass
-
-    oplog.apply(repo, op, meanwhile=cache_locations)
-    return CommitResult(
-        branch=branch,
-        oid=oid,
-        parent=head,
-        session=result.session,
-        new_turns=new_turns,
-        new_items=new_range[1] - new_range[0],
-        turns=turns_total,
-        items=items_total,
-        incremental=incremental,
-        forks=forks,
-        notes=notes,
-        warnings=list(result.warnings),
-        objects_written=store.written_objects,
-        bytes_written=store.written_bytes,
-    )
+    try:
+        if stored.appended:
+            assert state is not None
+            # (a base revised in place holds the same payloads as the state's root)
+            old_known = locations.of(repo.store, repo.opal_dir, state.root)
+            locations.after_append(repo.store, repo.opal_dir, stored.base, stored.root, old_known)
+        elif stored.root is not None:
+            locations.save(repo.opal_dir, stored.root.oid, stored.built)
+    except (OSError, OpalError):
+        pass
