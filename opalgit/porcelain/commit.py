@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from opalgit.agents.base import ReadResult, Record, SessionFile, begins_with, tail_hash
+from opalgit.agents.base import ReadResult, Record, begins_with, tail_hash
 from opalgit.errors import NothingToDoError, OpalError, UsageError
 from opalgit.history import oplog, sequence
 from opalgit.history.model import Normal, SessionInfo, Source, StateHeader, Turn, summarize
@@ -38,23 +38,58 @@ if TYPE_CHECKING:
     from opalgit.secrets.redact import Redactor
 
 
-def _detached_refusal(repo: Repository, branch: str, state: "State", agent: str, f: SessionFile) -> UsageError | None:
-    """Why a commit that names no session must not record ``f`` on ``branch``, whose
-    head is detached (rewound, branched at a turn, merged) from the sessions it came
-    from; None when it may.
+def _implicit_refusal(repo: Repository, branch: str, state: State, pick: Pick) -> UsageError | None:
+    """Why a commit that names no session must not record the one it picked on
+    ``branch``; None when it may.
 
-    A detached state left turns out that those sessions still hold: the session it
-    was recorded from, the one its parent was (the state it was cut from), the one the
-    branch tracks, and every session ``opal export`` wrote from another state.
-    Recording one of them would bring the left-out turns back without a word. A
-    session exported from this very state holds nothing it left out: that is how a
-    rewound branch is continued (``opal export``, then the agent resumes it).
+    The rule: such a commit continues the branch's head, so it refuses a session that
+    would change the head's turns other than by adding to them, without a word. That
+    happens two ways (:func:`_replaced`, :func:`_brought_back`); both end with the same
+    two ways on: export the head and resume that, or name the session to record it as
+    it is.
     """
+    why = _replaced(state, pick) or _brought_back(repo, branch, state, pick)
+    if why is None:
+        return None
+    relation, harm, agent = why
+    sid = pick.file.id
+    return UsageError(
+        f"branch {branch} {relation}; recording session {sid} {harm}",
+        hint=f"to continue {branch} from its head, run '{command('opal', 'export', '--to', agent)}' and resume that; "
+             f"to record session {sid} as it is anyway, run '{command('opal', 'commit', '--session', sid)}'",
+    )
+
+
+def _replaced(state: State, pick: Pick) -> tuple[str, str, str] | None:
+    """The session the branch tracks is not among this folder's (pulled from a
+    teammate, exported to another folder, its file deleted) and the newest one was
+    picked instead: unless it is the session the head was recorded from (by id, or by
+    file: a file's name need not be its id), it would replace the branch's turns with
+    its own."""
+    if pick.instead_of is None:
+        return None
+    h, f = state.header, pick.file
+    s = h.session
+    if s is None or (s.agent, s.id) == (pick.adapter.name, f.id) or (h.source is not None and h.source.path == f.path):
+        return None
+    agent, sid = pick.instead_of
+    return (f"tracks {agent} session {sid}, which is not among this folder's sessions (pulled from another machine, "
+            "exported to another folder, or its file deleted)", "would replace its turns", agent)
+
+
+def _brought_back(repo: Repository, branch: str, state: State, pick: Pick) -> tuple[str, str, str] | None:
+    """The head is detached (rewound, branched at a turn, merged) from the sessions it
+    came from, and the picked one may still hold the turns it left out: the session it
+    was recorded from, the one its parent was (the state it was cut from), the one the
+    branch tracks, and every session ``opal export`` wrote from another state. A
+    session exported from this very state holds nothing it left out: that is how a
+    rewound branch is continued (``opal export``, then the agent resumes it)."""
     how = state.header.extra.get("detached")
     if not how:
         return None  # the usual commit: nothing more to read
     from opalgit.history import checkpoints
 
+    agent, f = pick.adapter.name, pick.file
     written = checkpoints.load(repo.opal_dir, agent, f.path)
     if written is not None and written.state == state.oid:
         return None
@@ -68,11 +103,7 @@ def _detached_refusal(repo: Repository, branch: str, state: "State", agent: str,
         why = f"written by 'opal export' of {_short(written.state)}, not of this {how} state"
     if why is None:
         return None
-    return UsageError(
-        f"branch {branch} was {how} away from session {f.id} ({why}), which may still hold the turns that were left out",
-        hint=f"to continue from here, '{command('opal', 'export', '--to', agent)}' and resume that; to record the "
-             f"session as it is anyway, run '{command('opal', 'commit', '--session', f.id)}'",
-    )
+    return f"was {how} away from session {f.id} ({why})", "may bring back the turns that were left out", agent
 
 
 def _revise(store, root: sequence.Node | None, revised: Mapping[int, Normal],
@@ -168,7 +199,7 @@ def _commit_locked(
     state = load_state(repo, head) if head else None
     notes = [pick.note] if pick.note else []
     if state is not None and not explicit:
-        refusal = _detached_refusal(repo, branch, state, pick.adapter.name, pick.file)
+        refusal = _implicit_refusal(repo, branch, state, pick)
         if refusal is not None:
             raise refusal
     read, red = _read_session(repo, state, pick, cleanup, notes)

@@ -13,21 +13,26 @@ from typing import Mapping
 
 from opalgit import agents as adapters
 from opalgit.agents.base import SessionFile
-from opalgit.errors import InputError, SessionNotFoundError, UsageError
+from opalgit.errors import InputError, SessionNotFoundError
 from opalgit.history import oplog
-from opalgit.history.states import _short, branch_head, current_branch, load_state
-from opalgit.store.argv import command
+from opalgit.history.states import _short, current_branch
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass
 
 
 @dataclass
 class Pick:
-    """A session file chosen for a commit, with the adapter that reads it."""
+    """A session file chosen for a commit, with the adapter that reads it.
+
+    ``instead_of`` is the session the branch tracks when its file is not among the
+    folder's sessions and the newest one was picked in its place: whether a commit may
+    record that one is the commit's rule (:func:`opalgit.porcelain.commit.commit`).
+    """
 
     adapter: adapters.Adapter
     file: SessionFile
     note: str | None = None
+    instead_of: tuple[str, str] | None = None
 
 
 def search_dirs(repo: Repository, cwd: str) -> list[str]:
@@ -53,7 +58,10 @@ def find_session(
     session: str | None = None,
     file: str | None = None,
 ) -> Pick:
-    """Which session ``opal commit`` records: explicit, tracked, or the newest."""
+    """Which session ``opal commit`` records: explicit, tracked, or the newest.
+
+    Only picks: whether a commit may record the pick on the current branch is the
+    commit's rule, read under the lock (:func:`opalgit.porcelain.commit.commit`)."""
     if file is not None:
         return _by_file(file, agent)
     chosen = [adapters.get(agent)] if agent else list(adapters.all_adapters().values())
@@ -71,22 +79,19 @@ def find_session(
             hint="start the agent in this folder first, or give --file PATH or --session ID",
         )
     candidates.sort(key=lambda c: c[1].mtime, reverse=True)
-    branch = current_branch(repo)
-    tracked = tracked_session(repo, branch)
+    tracked = tracked_session(repo, current_branch(repo))
     if tracked is not None:
         for ad, f in candidates:
             if (ad.name, f.id) == tracked:
                 return Pick(ad, f)
     ad, f = candidates[0]
-    if tracked is not None:
-        _refuse_another_session(repo, branch, tracked, (ad.name, f.id), f.path)
     note = None
     if len(candidates) > 1:
         note = (
             f"{len(candidates)} sessions found for this folder; recording the most recently "
             f"written, {f.id} ({ad.title}). Use --session ID to pick another."
         )
-    return Pick(ad, f, note)
+    return Pick(ad, f, note, instead_of=tracked)
 
 
 def _by_file(file: str, agent: str | None) -> Pick:
@@ -152,28 +157,6 @@ def _subagent_note(ad: "adapters.Adapter", path: str, head: bytes, shown: str) -
     return (
         f"{shown} is a subagent's transcript of {whose}: its records are kept as they are, as the "
         f"subagent side (bookkeeping), not as turns of a conversation; '{where}' records the session itself"
-    )
-
-
-def _refuse_another_session(repo: Repository, branch: str, tracked: tuple[str, str], other: tuple[str, str],
-                            path: str) -> None:
-    """A commit that names no session must not switch ``branch`` to ``other`` when the
-    session it tracks is not among this folder's (pulled from a teammate, exported to
-    another folder, its file deleted): ``other`` would replace the branch's turns with
-    its own without a word. Recording the session the head came from is the usual commit."""
-    head = branch_head(repo, branch)
-    h = load_state(repo, head).header if head else None
-    s = h.session if h else None
-    # The same session by id, or the same file (a file's name need not be its id).
-    if s is None or (s.agent, s.id) == other or (h.source is not None and h.source.path == path):
-        return
-    agent, sid = tracked
-    raise UsageError(
-        f"branch {branch} tracks {agent} session {sid}, which is not among this folder's sessions (pulled from "
-        f"another machine, exported to another folder, or its file deleted); recording session {other[1]} would "
-        f"replace its turns",
-        hint=f"to continue {branch} here, run '{command('opal', 'export', '--to', agent)}' and resume that; to record "
-             f"{other[1]} anyway, run '{command('opal', 'commit', '--session', other[1])}'",
     )
 
 
