@@ -16,7 +16,7 @@ from opalgit import codec, jsonl, porcelain
 from opalgit.errors import CorruptObjectError, InputError, OpalError
 from opalgit.history import sequence
 from opalgit.history.model import StateHeader, Turn
-from opalgit.porcelain.commit import _items
+from opalgit.history.states import _items
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES
 from tests.core.test_porcelain import place

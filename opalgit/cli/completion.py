@@ -304,14 +304,14 @@ def remotes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
 def sessions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The agent sessions of this folder (as 'opal status' finds them), newest first."""
     from opalgit import agents as adapters
-    from opalgit.porcelain.commit import _search_dirs
+    from opalgit.porcelain.sessions import search_dirs
 
     repo = _repo(ctx)
     if repo is None:
         return []
     cwd = os.path.abspath(os.path.expanduser(ctx.find_root().params.get("directory") or os.getcwd()))
     found = []
-    for directory in _search_dirs(repo, cwd):
+    for directory in search_dirs(repo, cwd):
         for ad in adapters.all_adapters().values():
             found += [(f, ad) for f in ad.find_sessions(directory, os.environ)]
         if found:

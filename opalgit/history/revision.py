@@ -2,7 +2,7 @@
 a short commit id, and ``REV:N`` for turn N of a revision's state.
 
 Parsing is pure (:func:`parse`); resolving against a repository is done by
-:func:`opalgit.porcelain.commit.resolve`.
+:func:`opalgit.history.states.resolve`.
 
 Ranges, for ``opal log`` and ``opal diff``, as git has them (:func:`select`):
 ``A..B`` is what B has and A has not, ``A...B`` what either has and not both

@@ -7,53 +7,33 @@ Inside opalgit a porcelain module is imported by its names
 verb's name is the verb's function, not its module.
 """
 
-from opalgit.porcelain.commit import (
+from opalgit.history.states import (
     STATE_BLOB,
     TURNS_TREE,
-    BranchInfo,
-    CommitInfo,
-    CommitResult,
-    InitResult,
-    Pick,
     Resolved,
-    RewindResult,
-    SessionStatus,
-    ShownTurn,
     State,
-    StatusResult,
-    TurnInfo,
     authored_item,
-    branch_create,
-    branch_delete,
     branch_head,
-    branch_labels,
-    branches,
-    commit,
-    commit_info,
     common_prefix,
     current_branch,
-    find_session,
-    init,
     load_payload,
     load_state,
-    log,
-    normal_of,
-    normals_of,
-    op_log,
     packer_for,
-    record_export,
     resolve,
-    rewind,
-    show_turn,
-    status,
-    switch,
-    tracked_session,
     turn_item_index,
     turn_of,
-    turns,
-    undo,
-    write_state,
 )
+from opalgit.porcelain.branch import BranchInfo, branch_create, branch_delete, branch_labels, branches
+from opalgit.porcelain.commit import CommitResult, commit
+from opalgit.porcelain.init import InitResult, init
+from opalgit.porcelain.log import CommitInfo, TurnInfo, commit_info, log, turns
+from opalgit.porcelain.rewind import RewindResult, rewind
+from opalgit.porcelain.sessions import Pick, find_session, record_export, tracked_session
+from opalgit.porcelain.show import ShownTurn, show_turn
+from opalgit.porcelain.states import normal_of, normals_of, write_state
+from opalgit.porcelain.status import SessionStatus, StatusResult, status
+from opalgit.porcelain.switch import switch
+from opalgit.porcelain.undo import op_log, undo
 
 __all__ = [
     "BranchInfo",

@@ -1,6 +1,8 @@
-"""Branch operations beyond create and delete, as git has them: ``opal branch -m``
-(rename), ``-r``/``-a`` (remote-tracking branches) and ``opal switch -`` (the
-previous branch).
+"""``opal branch``: list, create, delete and rename branches, as git has them, with
+``-r``/``-a`` (remote-tracking branches) and ``opal switch -`` (the previous branch).
+
+A branch created at a turn (``opal branch NAME REV:N``) gets a state of its own that
+holds that state's first records (:func:`opalgit.porcelain.rewind.cut_state`).
 
 A rename moves everything that says what the branch is: its head, its
 ``branch.NAME.*`` config (the session it tracks, and whatever else is kept per
@@ -15,10 +17,104 @@ from __future__ import annotations
 
 from opalgit.errors import RevisionError, UsageError
 from opalgit.history import oplog
-from opalgit.history.states import branch_head, current_branch, load_state
+from opalgit.history.states import branch_head, current_branch, load_state, resolve, turn_item_index
+from opalgit.porcelain.rewind import cut_state
+from opalgit.porcelain.sessions import tracking
 from opalgit.store.refs import REMOTE_PREFIX, branch_ref, check_branch_name
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass
+
+
+@dataclass
+class BranchInfo:
+    """One branch as ``opal branch`` lists it."""
+
+    name: str
+    oid: bytes
+    current: bool
+    turns: int
+    message: str
+    session: str | None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "id": self.oid.hex(),
+            "current": self.current,
+            "turns": self.turns,
+            "message": self.message.splitlines()[0] if self.message else "",
+            "session": self.session,
+        }
+
+
+def branches(repo: Repository) -> list[BranchInfo]:
+    cur = current_branch(repo)
+    out = []
+    for name, oid in sorted(repo.refs.branches().items()):
+        st = load_state(repo, oid)
+        out.append(
+            BranchInfo(
+                name,
+                oid,
+                name == cur,
+                st.header.turns,
+                st.commit.message,
+                st.header.session.id if st.header.session else None,
+            )
+        )
+    return out
+
+
+
+def branch_labels(repo: Repository) -> dict[bytes, list[str]]:
+    """The branches at each state commit (what ``opal log`` decorates a commit with)."""
+    labels: dict[bytes, list[str]] = {}
+    for name, oid in sorted(repo.refs.branches().items()):
+        labels.setdefault(oid, []).append(name)
+    return labels
+
+
+
+def branch_create(repo: Repository, name: str, rev: str = "HEAD", *, force: bool = False) -> BranchInfo:
+    check_branch_name(name)
+    with repo.lock():
+        target = resolve(repo, rev)
+        existing = branch_head(repo, name)
+        if existing is not None and not force:
+            raise UsageError(f"branch {name} already exists", hint=f"pick another name, or 'opal switch {name}'")
+        oid = target.oid
+        st = load_state(repo, oid)
+        if target.turn is not None:
+            index = turn_item_index(repo, st, target.turn)
+            oid = cut_state(
+                repo,
+                st,
+                index + 1,
+                parent=oid,
+                message=f"branch {name} at {rev}\n",
+                reason="branched",
+            )
+            st = load_state(repo, oid)
+        # A new head is no continuation of any session the name tracked before (one
+        # replaced with --force): the branch's first commit picks its session.
+        op = oplog.new(repo, "branch", f"create branch {name} at {rev}", {branch_ref(name): (existing, oid)},
+                       sessions=tracking(repo, name, None))
+        oplog.apply(repo, op)
+        return BranchInfo(name, oid, False, st.header.turns, st.commit.message, st.header.session.id if st.header.session else None)
+
+
+def branch_delete(repo: Repository, name: str, *, force: bool = False) -> bytes:
+    with repo.lock():
+        oid = branch_head(repo, name)
+        if oid is None:
+            raise RevisionError(f"no branch {name}", hint="see 'opal branch -l'")
+        if name == current_branch(repo) and not force:
+            raise UsageError(f"cannot delete {name}: it is the current branch", hint="'opal switch' to another branch first")
+        op = oplog.new(repo, "branch", f"delete branch {name}", {branch_ref(name): (oid, None)},
+                       sessions=tracking(repo, name, None))
+        oplog.apply(repo, op)
+        return oid
+
 
 
 def _branch_config(repo: Repository, name: str) -> dict[str, str]:

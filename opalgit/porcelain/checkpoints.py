@@ -16,7 +16,7 @@ records stands for a stored one): it is also how a commit knows that a session
 file was written by opal, and from which state. A branch whose head is detached
 (rewound, branched at a turn) refuses, unless named with ``--session``, a session
 opal exported from another state, which may hold the turns the branch left out
-(:func:`opalgit.porcelain.commit._detached_refusal`).
+(:func:`opalgit.porcelain.commit._implicit_refusal`).
 
 Checkpoints describe files, not branches: ``opal undo`` of an export gives the
 branch back the session it tracked, and the file and its checkpoint stay (the file

@@ -14,9 +14,10 @@ from opalgit.errors import UsageError
 from opalgit.history import sequence
 from opalgit.history.align import align, text_diff
 from opalgit.history.sequence import Item
+from opalgit.history.states import State, branch_head, current_branch, load_state, resolve
 from opalgit.history.tokens import estimate
-from opalgit.porcelain.commit import State, branch_head, current_branch, load_state, normal_of, resolve, tracked_session
-from opalgit.porcelain.states import of_item
+from opalgit.porcelain.sessions import tracked_session
+from opalgit.porcelain.states import normal_of, of_item
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
 
@@ -274,7 +275,7 @@ def _uncommitted(repo: Repository, state: State, branch: str) -> list[Item]:
     """Records the tracked session has gained since the head commit, read but not stored."""
     from opalgit import agents as adapters
     from opalgit.agents.base import tail_hash
-    from opalgit.porcelain.commit import _items
+    from opalgit.history.states import _items
 
     src, sess = state.header.source, state.header.session
     tracked = tracked_session(repo, branch)

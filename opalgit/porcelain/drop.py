@@ -16,19 +16,18 @@ from opalgit.errors import NothingToDoError, RevisionError, UsageError
 from opalgit.history import oplog, sequence
 from opalgit.history.model import Normal, StateHeader, Turn, summarize
 from opalgit.history.sequence import Item
-from opalgit.history.tokens import estimate
-from opalgit.porcelain.commit import (
+from opalgit.history.states import (
     State,
     authored_item,
     branch_head,
     current_branch,
     load_state,
-    normal_of,
     resolve,
     turn_item_index,
     turn_of,
-    write_state,
 )
+from opalgit.history.tokens import estimate
+from opalgit.porcelain.states import normal_of, write_state
 from opalgit.store.refs import branch_ref
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field

@@ -19,11 +19,12 @@ from opalgit.agents.base import ExportRequest, ExportResult, ExportTurn, LossRep
 from opalgit.errors import ConflictError, UsageError
 from opalgit.fileio import create_temp, folder_problem, replace_atomically
 from opalgit.history import sequence
-from opalgit.history.states import side_files
+from opalgit.history.states import load_state, resolve, side_files, turn_item_index, turn_of
 from opalgit.history.tokens import estimate
 from opalgit.porcelain import secrets as redaction
 from opalgit.porcelain.budget import fit
-from opalgit.porcelain.commit import load_state, normals_of, record_export, resolve, turn_item_index, turn_of
+from opalgit.porcelain.sessions import record_export
+from opalgit.porcelain.states import normals_of
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass
 
@@ -114,12 +115,7 @@ def export(
     early = LossReport()
     if getattr(session, "agent", None) != adapter.name:
         turns = _after_compaction(turns, pre_compaction, budget, early)
-    folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
-    problem = folder_problem(folder) if cwd is not None else None
-    if problem is not None:
-        raise UsageError(f"--cwd {cwd}: {problem}", hint="create it first, or pass the folder you will resume from")
-    if not os.path.isdir(folder):
-        folder = repo.workdir or os.getcwd()
+    folder = _folder(repo, session, cwd)
     report = early
     before = after = sum(estimate(_chars(t)) for t in turns if t.normal.role != "meta")
     if budget is not None:
@@ -129,21 +125,7 @@ def export(
         turns, before, after = fitted.turns, fitted.before, fitted.after
         report.merge(fitted.report)
     sid = session_id or str(uuid.uuid4())
-    side = side_files(repo, load_state(repo, oid))
-    if side and with_secrets:
-        mapping = redaction.secret_mapping(repo)
-        side = {rel: redaction.restore_bytes(data, mapping) for rel, data in side.items()} if mapping else side
-    if side and getattr(session, "agent", None) != adapter.name:
-        # Another agent's side folders (subagent transcripts ...) have no counterpart here.
-        folders: dict[str, int] = {}
-        for rel in side:
-            top = rel.split("/")[0] if "/" in rel else "(files)"
-            folders[top] = folders.get(top, 0) + 1
-        for top, n in folders.items():
-            report.drop(f"side_folder:{top}", n)
-        report.note(f"the source session's side folders ({', '.join(folders)}) are not part of a "
-                    f"{adapter.title} session: left out")
-        side = {}
+    side = _side_files(repo, oid, session, adapter, report, with_secrets=with_secrets)
     req = ExportRequest(
         turns=turns,
         session=session,  # type: ignore[arg-type]
@@ -159,16 +141,7 @@ def export(
     if before_write is not None:
         before_write(result.resume)
     if not dry_run:
-        write_files(result)
-        for step in result.post:
-            note = step()
-            if note:
-                report.note(note)
-        with repo.lock():
-            _checkpoint(repo, adapter.name, session, result, report, oid, len(turns), budget)
-            if branch is not None:
-                # An operation: 'opal undo' gives the branch back the session it tracked.
-                record_export(repo, branch, adapter.name, result.session_id, oid, rev)
+        _write(repo, adapter, session, result, report, oid, rev, branch, turns=len(turns), budget=budget)
     return ExportOutcome(
         agent=adapter.name,
         rev=rev,
@@ -185,6 +158,57 @@ def export(
         dry_run=dry_run,
         branch=branch,
     )
+
+
+def _folder(repo: Repository, session, cwd: str | None) -> str:
+    """The folder the exported session belongs to: ``--cwd`` (which must be a usable
+    folder), else the source session's own folder while it exists, else this one."""
+    folder = os.path.abspath(cwd) if cwd else (getattr(session, "cwd", None) or repo.workdir or os.getcwd())
+    problem = folder_problem(folder) if cwd is not None else None
+    if problem is not None:
+        raise UsageError(f"--cwd {cwd}: {problem}", hint="create it first, or pass the folder you will resume from")
+    if not os.path.isdir(folder):
+        folder = repo.workdir or os.getcwd()
+    return folder
+
+
+def _side_files(repo: Repository, oid: bytes, session, adapter: adapters.Adapter, report: LossReport, *,
+                with_secrets: bool) -> dict[str, bytes]:
+    """The state's side files (subagent transcripts, tool results) for the new session:
+    with their secrets restored unless ``with_secrets`` is off; none for another agent,
+    which has no counterpart of them (said in ``report``)."""
+    side = side_files(repo, load_state(repo, oid))
+    if side and with_secrets:
+        mapping = redaction.secret_mapping(repo)
+        side = {rel: redaction.restore_bytes(data, mapping) for rel, data in side.items()} if mapping else side
+    if side and getattr(session, "agent", None) != adapter.name:
+        folders: dict[str, int] = {}
+        for rel in side:
+            top = rel.split("/")[0] if "/" in rel else "(files)"
+            folders[top] = folders.get(top, 0) + 1
+        for top, n in folders.items():
+            report.drop(f"side_folder:{top}", n)
+        report.note(f"the source session's side folders ({', '.join(folders)}) are not part of a "
+                    f"{adapter.title} session: left out")
+        side = {}
+    return side
+
+
+def _write(repo: Repository, adapter: adapters.Adapter, session, result: ExportResult, report: LossReport,
+           oid: bytes, rev: str, branch: str | None, *, turns: int, budget: int | None) -> None:
+    """Write the new session's files and run the adapter's steps after them, then, under
+    the lock, leave the checkpoint a later commit continues from and make the branch
+    track the new session."""
+    write_files(result)
+    for step in result.post:
+        note = step()
+        if note:
+            report.note(note)
+    with repo.lock():
+        _checkpoint(repo, adapter.name, session, result, report, oid, turns, budget)
+        if branch is not None:
+            # An operation: 'opal undo' gives the branch back the session it tracked.
+            record_export(repo, branch, adapter.name, result.session_id, oid, rev)
 
 
 def _after_compaction(turns: list[ExportTurn], full: bool, budget: int | None, report: LossReport) -> list[ExportTurn]:

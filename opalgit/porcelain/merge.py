@@ -19,16 +19,8 @@ from opalgit.history import oplog, sequence
 from opalgit.history.merge import CHOICES, Conflict, MergeResult, merge3
 from opalgit.history.model import StateHeader
 from opalgit.history.sequence import Item
-from opalgit.porcelain.commit import (
-    State,
-    authored_item,
-    branch_head,
-    common_prefix,
-    current_branch,
-    load_state,
-    resolve,
-    write_state,
-)
+from opalgit.history.states import State, authored_item, branch_head, common_prefix, current_branch, load_state, resolve
+from opalgit.porcelain.states import write_state
 from opalgit.store.argv import command
 from opalgit.store.refs import branch_ref
 from opalgit.store.repo import Repository

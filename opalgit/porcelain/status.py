@@ -9,12 +9,12 @@ not recorded yet is read whole while the sessions read so add up to :data:`COUNT
 
 from __future__ import annotations
 
-import os
 from typing import Mapping
 
 from opalgit import agents as adapters
 from opalgit.agents.base import Adapter, SessionFile, begins_with
 from opalgit.history.states import State, branch_head, current_branch, load_state
+from opalgit.porcelain.sessions import search_dirs, tracked_session
 from opalgit.store.argv import command
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
@@ -84,7 +84,6 @@ class StatusResult:
 
 
 def status(repo: Repository, env: Mapping[str, str], cwd: str) -> StatusResult:
-    from opalgit.porcelain.commit import _search_dirs, tracked_session
     from opalgit.porcelain.merge import in_progress
 
     branch = current_branch(repo)
@@ -92,7 +91,7 @@ def status(repo: Repository, env: Mapping[str, str], cwd: str) -> StatusResult:
     st = load_state(repo, head) if head else None
     tracked = tracked_session(repo, branch)
     found: list[tuple[Adapter, SessionFile]] = []
-    for directory in _search_dirs(repo, cwd):
+    for directory in search_dirs(repo, cwd):
         for ad in adapters.all_adapters().values():
             found.extend((ad, f) for f in ad.find_sessions(directory, env))
         if found:

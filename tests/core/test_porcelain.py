@@ -19,7 +19,7 @@ from opalgit.errors import (
     UsageError,
 )
 from opalgit.history import sequence
-from opalgit.porcelain.commit import _items
+from opalgit.history.states import _items
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git
 

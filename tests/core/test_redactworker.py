@@ -37,6 +37,7 @@ SCRIPT = r"""
 import json, os, sys
 from opalgit import porcelain
 from opalgit.history import sequence
+from opalgit.porcelain import secrets as redaction
 from opalgit.secrets import worker as redactworker
 from opalgit.store.repo import Repository
 

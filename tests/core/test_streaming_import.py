@@ -19,10 +19,10 @@ from opalgit import porcelain
 from opalgit.agents.base import ReadResult, Record, View
 from opalgit.agents.claude.adapter import ClaudeAdapter
 from opalgit.errors import InputError, NothingToDoError
-from opalgit.history.model import Normal, SessionInfo, Turn
-from opalgit.porcelain import secrets as redaction
 from opalgit.history import sequence
-from opalgit.porcelain.commit import _count, _items
+from opalgit.history.model import Normal, SessionInfo, Turn
+from opalgit.history.states import _count, _items
+from opalgit.porcelain import secrets as redaction
 from opalgit.secrets.vault import Vault
 from opalgit.store.objects import GitObjectStore
 from opalgit.store.repo import Repository

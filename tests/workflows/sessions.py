@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from opalgit import agents as adapters
 from opalgit.agents.claude.files import project_key
-from opalgit.porcelain.commit import _items
+from opalgit.history.states import _items
 from tests.conftest import FIXTURES
 
 CLAUDE_SOURCES = {

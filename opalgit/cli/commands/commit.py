@@ -104,13 +104,13 @@ def full_session_id(repo: Repository, env: Mapping[str, str], cwd: str, agent: s
     from opalgit import agents as adapters
     from opalgit import porcelain
     from opalgit.errors import UsageError
-    from opalgit.porcelain.commit import _search_dirs
+    from opalgit.porcelain.sessions import search_dirs
 
     chosen = [adapters.get(agent)] if agent else list(adapters.all_adapters().values())
     if len(text) < 4 or any(ad.find_session(text, env) is not None for ad in chosen):
         return text
     found: set[str] = set()
-    for directory in _search_dirs(repo, cwd):
+    for directory in search_dirs(repo, cwd):
         for ad in chosen:
             found.update(f.id for f in ad.find_sessions(directory, env) if f.id.startswith(text))
     for name in repo.refs.branches():

@@ -112,8 +112,8 @@ def hooks_status(c: Ctx, as_json: bool) -> None:
       opal hooks status
       opal hooks status --json
     """
-    from opalgit.cli.jsonout import iso_seconds
     from opalgit.hooks import queue as hookqueue
+    from opalgit.times import iso_seconds
 
     repo = c.repo()
     sts = hooks.status(repo, os.environ, sys.executable)

@@ -31,7 +31,7 @@ def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
     repo = c.repo()
     ops = porcelain.op_log(repo, max_count)
     if as_json:
-        from opalgit.cli.jsonout import iso_ms
+        from opalgit.times import iso_ms
 
         c.json({"operations": [
                 {

@@ -33,8 +33,8 @@ def secrets_scan(c: Ctx, rev: str, history: bool, as_json: bool) -> None:
       opal secrets scan
       opal secrets scan try-sqlite --no-history --json
     """
+    from opalgit.history.states import resolve
     from opalgit.porcelain import secrets as redaction
-    from opalgit.porcelain.commit import resolve
 
     repo = c.repo()
     res = redaction.scan_states(repo, [resolve(repo, rev).oid], rev, history=history)

@@ -17,11 +17,11 @@ import time
 import click
 
 from opalgit.cli.context import CONTEXT, Ctx, pass_ctx
-from opalgit.cli.jsonout import iso_seconds
 from opalgit.cli.main import cli
 from opalgit.errors import OpalError
 from opalgit.plural import count
 from opalgit.server import client
+from opalgit.times import iso_seconds
 
 #: How long ``start`` and ``stop`` wait for the server, in seconds.
 WAIT = 15.0
