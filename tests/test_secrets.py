@@ -315,11 +315,11 @@ def test_session_titles_are_redacted_in_the_state_header(repo, project, home, tm
 
 def test_messages_squash_text_and_branch_names(repo, project, home):
     from opalgit.errors import UsageError
-    from opalgit.porcelain import drop as cleanup
+    from opalgit.porcelain.squash import squash
 
     res = porcelain.commit(repo, {"HOME": str(home)}, str(project), message=f"import, key {TITLE_SECRET}\n")
     assert TITLE_SECRET not in repo.store.read_commit(res.oid).message
-    edit = cleanup.squash(repo, "HEAD:1..HEAD:2", f"we rotated {TITLE_SECRET} after this")
+    edit = squash(repo, "HEAD:1..HEAD:2", f"we rotated {TITLE_SECRET} after this")
     shown = json.dumps(porcelain.show_turn(repo, edit.oid, 1).to_json())
     assert TITLE_SECRET not in shown and "opal-secret:groq-key:" in shown
     assert TITLE_SECRET not in repo.store.read_commit(edit.oid).message

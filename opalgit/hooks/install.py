@@ -678,10 +678,9 @@ def pre_push(repo: Repository, env: Mapping[str, str], remote_name: str, url: st
     branch = porcelain.current_branch(repo)
     if porcelain.branch_head(repo, branch) is None:
         return HookResult()
-    from opalgit.porcelain.secrets import gate
-    from opalgit.sync.push import push  # only here: the post-commit hook does not need it
+    from opalgit.porcelain.push import push  # only here: the post-commit hook does not need it
 
-    res = push(repo, env, remote_name or url, branch, gate=gate)
+    res = push(repo, env, remote_name or url, branch)
     if res.status == "up-to-date" and not res.links:
         return HookResult()
     return HookResult(f"opal: pushed state branch {res.branch} to {res.remote}/{res.remote_branch} ({res.status})")

@@ -12,6 +12,8 @@ from opalgit.history import sequence
 from opalgit.porcelain import diff as compare
 from opalgit.porcelain import drop as cleanup
 from opalgit.porcelain import merge as merging
+from opalgit.porcelain.squash import squash
+from opalgit.porcelain.trim import trim
 from opalgit.store.repo import Repository
 from tests.conftest import FIXTURES, git
 from tests.core.test_porcelain import grow, place
@@ -63,7 +65,7 @@ def test_drop_keeps_pairs_saves_tokens_and_undoes(repo, project, home):
 def test_squash_replaces_a_stretch_with_one_summary_turn(repo, project, home):
     commit_demo(repo, project, home)
     n = len(porcelain.turns(repo))
-    res = cleanup.squash(repo, "HEAD:5..HEAD:12", "read the code and ran the tests; two failed")
+    res = squash(repo, "HEAD:5..HEAD:12", "read the code and ran the tests; two failed")
     assert res.turns_after < n - 6
     st = porcelain.load_state(repo, res.oid)
     shown = porcelain.show_turn(repo, res.oid, res.range[0])
@@ -76,7 +78,7 @@ def test_trim_shrinks_huge_outputs_to_a_marked_excerpt(repo, project, home):
     place(home, project, source=BIG)
     porcelain.commit(repo, repo.env, str(project))
     before = compare.stats(repo)
-    res = cleanup.trim(repo, 1000)
+    res = trim(repo, 1000)
     assert res.changed > 0 and res.saved > 0
     after = compare.stats(repo)
     assert after.turns == before.turns and after.tokens < before.tokens
@@ -85,7 +87,7 @@ def test_trim_shrinks_huge_outputs_to_a_marked_excerpt(repo, project, home):
     text = str(shown.normal.blocks)
     assert "characters of this tool output were trimmed" in text
     with pytest.raises(NothingToDoError):
-        cleanup.trim(repo, 10_000_000)
+        trim(repo, 10_000_000)
 
 
 def test_stats_by_kind_and_biggest(repo, project, home):
@@ -133,7 +135,7 @@ def test_merge_fast_forward_appends_and_conflicts(repo, project, home):
     porcelain.branch_create(repo, "other", "HEAD~1")
     cleanup.drop(repo, "HEAD:2..HEAD:2")
     porcelain.switch(repo, "other")
-    cleanup.squash(repo, "HEAD:4..HEAD:5", "summary on other")
+    squash(repo, "HEAD:4..HEAD:5", "summary on other")
     # main's drop would take a turn of other's away: said, and only with force.
     with pytest.raises(UsageError, match="would leave out 1 of other's turns"):
         merging.merge(repo, "main")
@@ -145,9 +147,9 @@ def test_merge_fast_forward_appends_and_conflicts(repo, project, home):
     porcelain.branch_create(repo, "c1")
     porcelain.branch_create(repo, "c2")
     porcelain.switch(repo, "c1")
-    cleanup.squash(repo, "HEAD:1..HEAD:1", "version one")
+    squash(repo, "HEAD:1..HEAD:1", "version one")
     porcelain.switch(repo, "c2")
-    cleanup.squash(repo, "HEAD:1..HEAD:1", "version two")
+    squash(repo, "HEAD:1..HEAD:1", "version two")
     stopped = merging.merge(repo, "c1")
     assert stopped.kind == "conflicts" and stopped.conflicts
     assert merging.in_progress(repo)["name"] == "c1"

@@ -86,27 +86,27 @@ def test_trim_never_grows_the_context_nor_counts_an_output_it_left(repo, project
     """It said 'trim 4 tool outputs ... (saved ~-6)': a 242-character output became an
     excerpt of 200 plus its marker, and three outputs under 200 were 'trimmed' unchanged."""
     from opalgit.errors import NothingToDoError, UsageError
-    from opalgit.porcelain import drop as cleanup
+    from opalgit.porcelain.trim import trim
 
     porcelain.commit(repo, repo.env, str(project), file=CLAUDE, agent="claude")
     before = _tool_outputs(repo)
-    res = cleanup.trim(repo, 100)
+    res = trim(repo, 100)
     after = _tool_outputs(repo)
     shrunk = [(a, b) for a, b in zip(before, after) if a != b]
     assert res.changed == len(shrunk) > 0 and res.saved > 0
     assert all(len(b) < len(a) for a, b in shrunk)
     porcelain.undo(repo)
     # Keeping 90 of each: only the outputs whose excerpt and marker are shorter change.
-    res = cleanup.trim(repo, 100, keep=90)
+    res = trim(repo, 100, keep=90)
     shrunk = [(a, b) for a, b in zip(before, _tool_outputs(repo)) if a != b]
     assert res.changed == len(shrunk) >= 1 and res.saved >= 0
     assert all(len(b) < len(a) for a, b in shrunk)
     porcelain.undo(repo)
     with pytest.raises(UsageError, match="not below"):
-        cleanup.trim(repo, 100, keep=200)
+        trim(repo, 100, keep=200)
     longest = max(len(o) for o in before)
     with pytest.raises(NothingToDoError, match="would get shorter"):
-        cleanup.trim(repo, longest - 1, keep=longest - 2)
+        trim(repo, longest - 1, keep=longest - 2)
     r = opal("trim", "--tool-output-over", "100", "--keep", "90", cwd=project)
     assert r.returncode == 0 and "saved ~-" not in r.stdout
     assert ("trim 1 tool output:" in r.stdout) == (res.changed == 1)

@@ -7,8 +7,8 @@ import pytest
 
 from opalgit import porcelain
 from opalgit.errors import NothingToDoError
-from opalgit.porcelain import drop as cleanup
 from opalgit.porcelain import export as exporting
+from opalgit.porcelain.trim import trim
 from opalgit.store.repo import Repository
 from tests.conftest import git
 from tests.workflows.sessions import CLAUDE_SOURCES, Agent, read_views
@@ -35,11 +35,11 @@ def test_a_second_trim_at_the_same_size_writes_no_commit(setup):
     agent, repo, env, project = setup
     live = agent.new_claude("parallel")
     porcelain.commit(repo, env, project, file=live.path)
-    first = cleanup.trim(repo, 100)
+    first = trim(repo, 100)
     assert first.changed
     for over in (400, 100):
         with pytest.raises(NothingToDoError):
-            cleanup.trim(repo, over)
+            trim(repo, over)
     assert porcelain.branch_head(repo, "main") == first.oid
 
 

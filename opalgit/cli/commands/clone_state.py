@@ -36,13 +36,12 @@ def clone_state(c: Ctx, url: str, name: str | None, as_json: bool) -> None:
       opal clone-state git@example.com:team/app.git
       opal at HEAD~3              # the teammate's state at that code commit
     """
-    from opalgit.porcelain.pull import fast_forward
-    from opalgit.sync.clone import clone_state as clone_into
+    from opalgit.porcelain.clone_state import clone_state as clone_into
 
     check_url(url, source="given to clone-state")  # before anything is set up
     porcelain.init(c.cwd)
     repo = c.repo()
-    res = clone_into(repo, os.environ, url, name, start=fast_forward)
+    res = clone_into(repo, os.environ, url, name)
     if as_json:
         c.json(res.to_json())
         return

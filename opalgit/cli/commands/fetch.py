@@ -15,7 +15,7 @@ from opalgit.cli.main import cli
 from opalgit.plural import count
 
 if TYPE_CHECKING:
-    from opalgit.sync.fetch import FetchResult
+    from opalgit.porcelain.fetch import FetchResult
 # opalgit.sync is imported when the command runs: listing the commands ('opal --help')
 # imports this module, and needs no remote.
 
@@ -37,7 +37,7 @@ def fetch(c: Ctx, remote_name: str | None, as_json: bool) -> None:
       opal fetch upstream
       opal log origin/try-sqlite
     """
-    from opalgit.sync.fetch import fetch as fetch_state
+    from opalgit.porcelain.fetch import fetch as fetch_state
 
     repo = c.repo()
     res = fetch_state(repo, os.environ, remote_name)

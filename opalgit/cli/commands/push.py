@@ -41,11 +41,10 @@ def push(c: Ctx, remote_name: str | None, branch: str | None, force: bool, allow
       opal push origin main:alice/main
       opal push --force           # after 'opal fetch', overwrite theirs
     """
-    from opalgit.porcelain.secrets import gate
-    from opalgit.sync.push import push as push_state
+    from opalgit.porcelain.push import push as push_state
 
     repo = c.repo()
-    res = push_state(repo, os.environ, remote_name, branch, force=force, allow_secrets=allow_secrets, gate=gate)
+    res = push_state(repo, os.environ, remote_name, branch, force=force, allow_secrets=allow_secrets)
     if as_json:
         c.json(res.to_json())
         return

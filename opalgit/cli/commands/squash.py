@@ -21,6 +21,6 @@ def squash(c: Ctx, turns: str, message: str, as_json: bool) -> None:
     Examples:
       opal squash HEAD:12..HEAD:19 -m "tried X, failed because Y"
     """
-    from opalgit.porcelain import drop as cleanup
+    from opalgit.porcelain.squash import squash
 
-    print_edit(c, cleanup.squash(c.repo(), turns, message), as_json)
+    print_edit(c, squash(c.repo(), turns, message), as_json)

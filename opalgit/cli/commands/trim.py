@@ -23,11 +23,11 @@ def trim(c: Ctx, over: str, keep: str | None, as_json: bool) -> None:
       opal trim --tool-output-over 20k
       opal trim --tool-output-over 5000 --keep 1000
     """
-    from opalgit.porcelain import drop as cleanup
+    from opalgit.porcelain.trim import parse_size, trim
 
     repo = c.repo()
     try:
-        res = cleanup.trim(repo, cleanup.parse_size(over), keep=cleanup.parse_size(keep) if keep else None)
+        res = trim(repo, parse_size(over), keep=parse_size(keep) if keep else None)
     except NothingToDoError as exc:
         c.out(exc.message)
         return
