@@ -81,8 +81,6 @@ ONLY_IN = {
 #: (importing module, imported module) pairs that break the rules above, in modules
 #: other changes own. Fix one, then remove it here (the test says so).
 KNOWN = {
-    # The merge base: Repository.merge_base answers it now (history.revision uses it).
-    ("opalgit.porcelain.merge", "pygit2"),
     # 'opal server start|stop|status' and the name a command runs under: the CLI
     # imports the server that sits above it while the server is the entry point.
     ("opalgit.cli.context", "opalgit.server.client"),

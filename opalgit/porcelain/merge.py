@@ -96,12 +96,9 @@ def in_progress(repo: Repository) -> dict | None:
 
 
 def _merge_base(repo: Repository, a: bytes, b: bytes) -> bytes | None:
-    # Imported here: 'opal status' imports this module for in_progress, and pygit2 (with
-    # ssl) was a third of its time, over 3x 'opal --version' (docs/performance.md).
-    import pygit2
-
-    base = repo.git.merge_base(pygit2.Oid(raw=a), pygit2.Oid(raw=b))
-    return base.raw if base is not None else None
+    # Repository.merge_base imports pygit2 when called: 'opal status' imports this module
+    # for in_progress, and pygit2 (with ssl) was a third of its time (docs/performance.md).
+    return repo.merge_base(a, b)
 
 
 def _suffix(repo: Repository, st: State, start: int) -> list[Item]:
