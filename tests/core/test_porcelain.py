@@ -91,7 +91,7 @@ def test_commit_is_incremental_and_a_no_op_when_nothing_is_new(repo, project, ho
     assert second.new_items == 53 - 30
     # Same result as importing the whole file at once.
     whole = porcelain.load_state(repo, second.oid)
-    records = __import__("opalgit.agents.claude.read", fromlist=["x"]).ClaudeAdapter().read(path).records
+    records = __import__("opalgit.agents.claude.adapter", fromlist=["x"]).ClaudeAdapter().read(path).records
     fresh = list(_items(records))
     stored = [si.item for si in sequence.iter_items(repo.store, whole.root)]
     assert [it.id for it in stored] == [it.id for it in fresh]
