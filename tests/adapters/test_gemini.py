@@ -1005,6 +1005,23 @@ def test_round_trip_of_split_batches(name):
         check_round_trip_and_export(lines, cut)
 
 
+def test_a_batch_after_a_memory_scratchpad_stays_whole(tmp_path):
+    """The CLI drops a memoryScratchpad on resume once a message line follows its $set
+    (memoryScratchpadIsStale); a message inside a batch does not count. Split into
+    message lines, such a batch would make the scratchpad stale: it stays one record."""
+    two = (user("s1", "a"), user("s2", "b"))
+    for lines in ([header(), _batch(*two, memoryScratchpad="notes")],
+                  [header(), {"$set": {"memoryScratchpad": "notes"}}, _batch(*two)]):
+        p = write(tmp_path / "s.jsonl", lines)
+        result = A.read(str(p))
+        assert rendered(result) == p.read_bytes()
+        assert [r.normal.role for r in result.records][-1] == "system"
+        check_round_trip_and_export(lines, 1)
+    # Without a scratchpad the same batch is a record per message.
+    p = write(tmp_path / "s.jsonl", [header(), _batch(*two)])
+    assert [r.normal.role for r in A.read(str(p)).records] == ["meta", "meta", "user", "user"]
+
+
 # --------------------------------------------------- the real Gemini CLI (pytest -m clients)
 
 
