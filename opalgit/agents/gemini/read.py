@@ -179,10 +179,19 @@ def _splits(values: list[Any], credited: Mapping[int, list]) -> dict[int, list[s
     as the CLI loads a batch: an id met again keeps its place, takes the last content):
     then the batch with the others, followed by them as message lines, replays to the
     same messages in the same order (a checkpoint clears the log and loads its list; a
-    message line adds to it)."""
+    message line adds to it).
+
+    Once a ``$set`` has named a ``memoryScratchpad`` (that batch or an earlier one),
+    batches stay whole: the CLI counts each message line after that ``$set`` as making
+    the scratchpad stale (a message inside a batch does not), and drops a stale one on
+    resume, so split lines would lose it."""
     out: dict[int, list[str]] = {}
+    scratchpad = False
     for i, rec in enumerate(values):
         if _kind(rec) != "set":
+            continue
+        scratchpad = scratchpad or (isinstance(rec["$set"], dict) and "memoryScratchpad" in rec["$set"])
+        if scratchpad:
             continue
         msgs = _entries(rec, "set")
         mine = {e.key for e in credited.get(i, ())}
