@@ -329,3 +329,38 @@ def test_operations_without_tracked_sessions_decode_as_before(project):
     op.sessions = {"main": (None, "claude:abc"), "old": ("codex:x", None)}
     again = oplog.Operation.decode(b"\x02" * 20, None, op.encode())
     assert again.sessions == op.sessions
+
+
+def test_a_whole_file_read_after_a_squash_leaves_the_unchanged_fork_branch(project, home):
+    # Found by tests/workflows (seed 1): rewind 1, the agent goes on and rewinds
+    # inside Claude, `opal commit` (detached: the whole file, a fork branch), the
+    # agent goes on, `opal squash`, `opal commit` again. The fork's records were the
+    # same, but one of its leaves was written again with its payloads in another pack
+    # (another leaf oid), and states.common_prefix stopped at the first leaf whose oid
+    # differed: the unchanged fork got a new commit.
+    from tests.workflows.sessions import Agent
+
+    env = {"HOME": str(home)}
+
+    def run(*args: str):
+        r = opal(*args, cwd=project, env=env)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        return r
+
+    run("init")
+    agent = Agent(str(home), str(project))
+    live = agent.new_claude("parallel")
+    run("commit", "--file", live.path)
+    run("rewind", "1")
+    agent.grow(live, 2)
+    agent.fork(live, 1)
+    run("commit", "--file", live.path)
+    repo = Repository.discover(str(project))
+    [fork] = [b for b in repo.refs.branches() if b != "main"]
+    at = porcelain.branch_head(repo, fork)
+    agent.grow(live, 1)
+    n = turns(run)
+    run("squash", f"HEAD:{n - 2}..HEAD:{n}", "-m", "tried it, it did not help")
+    out = run("commit", "--file", live.path).stdout
+    assert fork not in out
+    assert porcelain.branch_head(Repository.discover(str(project)), fork) == at

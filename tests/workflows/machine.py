@@ -265,9 +265,17 @@ class Workflows(RuleBasedStateMachine):
             turns = b.turns + new
         elif b and s.exported_from == b.oid and s.export_records and len(views) == 1:
             # An export that wrote each record as one line (a checkpoint that counts
-            # them): its lines are the state's records, stored once.
+            # them): its lines are the state's records, stored once. What the export
+            # wrote after them is its own, not the agent's: Claude's last-prompt, and
+            # the error result it makes up for a call the state holds without one (a
+            # rewind that ends on a tool call), which reads as a turn. A file still as
+            # the export wrote it is nothing to commit (docs/concepts.md: "until the
+            # agent adds a turn"); once the agent adds to it, that result is recorded
+            # with the rest (test_found.py::
+            # test_an_untouched_export_that_closes_a_dangling_call_is_nothing_to_commit).
             tail = tuple(it.id for it in v0.items[s.export_records:] if it.is_turn)
-            if not tail and not OPEN["repro5"]:
+            untouched = os.path.getsize(s.path) == s.export_size
+            if (untouched or not tail) and not OPEN["repro5"]:
                 return "nothing", None, forks
             turns = b.turns + tail
         elif b and s.exported_from == b.oid and os.path.getsize(s.path) == s.export_size:
