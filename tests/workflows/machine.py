@@ -235,9 +235,17 @@ class Workflows(RuleBasedStateMachine):
         ops = porcelain.op_log(self.repo())
         new = len(ops) - self.ops_seen
         self.ops_seen = len(ops)
+        # The change is the newest operation's, except a link: a git commit through the
+        # hook records the state commit and then the link of the code commit to it, and
+        # 'opal undo' then undoes the link alone (the branch stays where it moved).
+        changed = next((k for k in range(new - 1, -1, -1) if ops[new - 1 - k].command != "link"), new - 1)
         for k in range(new):
-            last = k == new - 1
-            self.history.append(Entry(ops[new - 1 - k].command, before.copy(), self.m.copy() if last else before.copy()))
+            if k < changed:  # before it (a pull's fetch): nothing the model tracks
+                self.history.append(Entry(ops[new - 1 - k].command, before.copy(), before.copy()))
+            elif k == changed:
+                self.history.append(Entry(ops[new - 1 - k].command, before.copy(), self.m.copy()))
+            else:  # after it (the link): the model as the change left it
+                self.history.append(Entry(ops[new - 1 - k].command, self.m.copy(), self.m.copy()))
         if new:
             self.redo.clear()
 
@@ -784,7 +792,13 @@ class Workflows(RuleBasedStateMachine):
         b = self.b.branches.get("main")
         theirs = self.remote["main"]
         code, out, err = self.opal("pull", clone=self.b)
-        if b is None or self._is_ancestor(b.oid, theirs, self.b):
+        # opal's rule (as merge's): a fast-forward that would leave out turns the branch
+        # holds (the first clone rewound or edited and pushed) is refused without --force.
+        left_out = [t for t in b.turns if t not in set(self.states[theirs].turns)] if b is not None else []
+        if b is not None and left_out and self._is_ancestor(b.oid, theirs, self.b):
+            STATS["pull refused: would leave out turns"] += 1
+            assert code != 0 and "would leave out" in err, (code, out, err)
+        elif b is None or self._is_ancestor(b.oid, theirs, self.b):
             assert code == 0, err
             self.b.branches["main"] = self.states[theirs]
         else:

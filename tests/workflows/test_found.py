@@ -8,6 +8,7 @@ import pytest
 from opalgit import porcelain
 from opalgit.errors import NothingToDoError
 from opalgit.porcelain import export as exporting
+from opalgit.porcelain.drop import drop
 from opalgit.porcelain.trim import trim
 from opalgit.store.repo import Repository
 from tests.conftest import git
@@ -192,7 +193,7 @@ def test_an_untouched_export_that_closes_a_dangling_call_is_nothing_to_commit(se
     live = agent.new_claude("parallel")
     porcelain.commit(repo, env, project, file=live.path)
     porcelain.rewind(repo, len(porcelain.turns(repo, "HEAD")) - 3)
-    cleanup.drop(repo, "HEAD:1..HEAD:1")
+    drop(repo, "HEAD:1..HEAD:1")
     state = porcelain.turns(repo, "HEAD")
     assert [t.summary["kind"] for t in state] == ["message", "tool_call"]
     head = porcelain.branch_head(repo, "main")
