@@ -488,7 +488,7 @@ def parse_time(value: Any) -> int | None:
             # every record: the C parser reads it in a quarter of the time (a 50 MB
             # import asks 6,000 times). A date it refuses (February 30, a leap second)
             # goes the long way, which decides; with every separator in place it takes
-            # nothing the long way refuses (tests/adapters/test_base.py).
+            # nothing the long way refuses (tests/agents/test_base.py).
             try:
                 return (datetime.datetime.fromisoformat(value) - _EPOCH) // _MS
             except ValueError:

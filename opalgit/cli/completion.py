@@ -340,7 +340,7 @@ Values = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
 
 #: The values of each parameter click cannot complete by itself, by command path and
 #: parameter name. Every parameter that takes a value is either here or in :data:`FREE`
-#: (tests/test_completion.py checks), so a new one is a decision, not an omission.
+#: (tests/cli/test_completion.py checks), so a new one is a decision, not an omission.
 VALUES: dict[tuple[str, str], Values] = {
     ("at", "rev"): revisions,
     ("branch", "name"): branches,

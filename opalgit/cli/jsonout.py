@@ -1,7 +1,7 @@
 """What ``--json`` prints: its schema version, its one time format, and the schema of every command's output.
 
 The schemas here are the single source: docs/json.md is generated from them
-(``python -m opalgit.cli.jsonout > docs/json.md``; tests/test_json_schema.py fails when
+(``python -m opalgit.cli.jsonout > docs/json.md``; tests/cli/test_json_schema.py fails when
 it is stale), and the same test runs every command on a real session and checks
 what it printed against them with :func:`validate`.
 
@@ -463,7 +463,7 @@ _INTRO = """\
 
 Every command that takes `--json` prints one JSON object, and scripts can rely on
 what this page says about it. It is generated from `opalgit/cli/jsonout.py`
-(`python -m opalgit.cli.jsonout > docs/json.md`), which `tests/test_json_schema.py`
+(`python -m opalgit.cli.jsonout > docs/json.md`), which `tests/cli/test_json_schema.py`
 also uses to check the output of every command run on a real session; neither can
 drift from the other.
 

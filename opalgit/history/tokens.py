@@ -10,8 +10,8 @@ undercounted where BPE tokenizers spend more: a CJK character is about one token
 is three UTF-8 bytes), and dense JSON, paths and escaped output are runs of
 punctuation that each take a token of their own; the real Claude Code 1.0.95 session
 of the corpus (mostly Chinese prose, escaped JSON output) came out 19 % under the
-exact o200k count with characters, 11 % under with units (tests/core/test_tokens.py
-and tests/adapters/test_tokens_real.py measure it). Images are counted as a flat 1,600
+exact o200k count with characters, 11 % under with units (tests/unit/test_tokens.py
+and tests/agents/test_tokens_real.py measure it). Images are counted as a flat 1,600
 tokens each (see :func:`opalgit.history.model.block_chars`).
 """
 

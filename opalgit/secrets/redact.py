@@ -32,7 +32,7 @@ runs only on the strings, and only at the places, that a condition vouched for; 
 string that wakes no rule is never looked at again. Rules without prefilters (user
 rules) are found by their keywords, with one substring search per keyword. Long
 strings are remembered whole, clean or with what was found in them: agents read
-the same files again and again. ``tests/core/test_redact_speed.py`` checks all of
+the same files again and again. ``tests/unit/test_redact_speed.py`` checks all of
 this against the plain search (every rule at every keyword).
 """
 

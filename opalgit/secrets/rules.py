@@ -199,7 +199,7 @@ class Prefilter:
     accepted, the text also holds a match of one of the prefilters that list that
     keyword (``keywords`` empty: all the rule's keywords), with its anchor ``at``
     characters after the keyword's start. :class:`opalgit.secrets.redact.Rules` then tries
-    the rule there only; ``tests/core/test_redact_speed.py`` checks the promise.
+    the rule there only; ``tests/unit/test_redact_speed.py`` checks the promise.
     """
 
     anchor: str

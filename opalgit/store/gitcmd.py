@@ -11,7 +11,7 @@ name the user typed, anything read from a config, a remote or a session file) go
 after ``--``, or as the separate value of an option git takes verbatim (``-m MSG``),
 or on standard input, and is checked first where git could still run it
 (:mod:`argv`). Every call site and how it keeps to this is listed in
-docs/remotes.md ("What opal hands to git") and tests/test_argv_safety.py.
+docs/remotes.md ("What opal hands to git") and tests/unit/test_argv_safety.py.
 """
 
 from __future__ import annotations

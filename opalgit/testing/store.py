@@ -16,7 +16,7 @@ and give it a factory; every ``test_`` method then runs against that store::
             return objects, MemoryRefStore(objects)
 
 The git-backed stores and the in-memory twins pass the same suite
-(``tests/core/test_store_contract.py``), so that code tested on a twin behaves the
+(``tests/unit/test_store_contract.py``), so that code tested on a twin behaves the
 same on a repository. :meth:`verify` runs after each test (the git-backed suites
 run ``git fsck`` there).
 """
