@@ -27,8 +27,20 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import generate as gen
-from .util import (ROOT, Proc, Row, hermetic_env, isolated_python, machine, markdown, median, objects_bytes, run,
-                   run_measured, table)
+from .util import (
+    ROOT,
+    Proc,
+    Row,
+    hermetic_env,
+    isolated_python,
+    machine,
+    markdown,
+    median,
+    objects_bytes,
+    run,
+    run_measured,
+    table,
+)
 
 MB = 1 << 20
 BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers")
@@ -635,7 +647,7 @@ class Bench:
     # --------------------------------------------------------------------- 7 hooks
 
     def bench_hooks(self) -> None:
-        from opalgit.adapters.claude import project_key
+        from opalgit.agents.claude.files import project_key
 
         cfg = self.cfg
         size = cfg.import_sizes[0]
@@ -709,7 +721,7 @@ class Bench:
 
     def _hooks_100(self, n: int, plain_walls: list[float]) -> None:
         """The hook with 100 new turns recorded by each code commit."""
-        from opalgit.adapters.claude import project_key
+        from opalgit.agents.claude.files import project_key
 
         marks = tuple(200 + 100 * i for i in range(n + 1))
         grown = self.session("claude", turns=marks[-1], seed=3, marks=marks)
@@ -991,9 +1003,9 @@ DRAIN_BOUND = 300.0
 
 def _drain(repo: str) -> float:
     """Wait until no hook work is left in ``repo`` (its journal and jobs, see
-    opalgit/hookqueue.py); the seconds it took. Bounded: a hook that never finishes is
+    opalgit/hooks/queue.py); the seconds it took. Bounded: a hook that never finishes is
     an error of the row, not a hung bench."""
-    from opalgit import hookqueue
+    from opalgit.hooks import queue as hookqueue
 
     opal_dir = os.path.join(repo, ".git", "opal")
     t = time.perf_counter()

@@ -1,5 +1,5 @@
-"""``python -m opalgit`` runs the ``opal`` command (through :mod:`opalgit.client`)."""
+"""``python -m opalgit`` runs the ``opal`` command (through :mod:`opalgit.server.client`)."""
 
-from .client import main
+from opalgit.server.client import main
 
 main()

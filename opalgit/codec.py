@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 import msgpack
 import zstandard
 
-from .errors import CorruptObjectError, UsageError
+from opalgit.errors import CorruptObjectError, UsageError
 
 FORMAT_VERSION = 1
 
@@ -245,7 +245,7 @@ def _default(obj: Any) -> Any:
         # Past msgpack's 64 bits (a JSON integer of a whole document, e.g. Gemini's):
         # two's complement, big-endian, which converts in linear time at any size.
         return msgpack.ExtType(_EXT_BIG_INT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
-    from .jsonl import BigInteger  # here: readers that never meet one do not load jsonl (and orjson)
+    from opalgit.jsonl import BigInteger  # here: readers that never meet one do not load jsonl (and orjson)
 
     if isinstance(obj, BigInteger):
         return msgpack.ExtType(_EXT_BIG_DIGITS, obj.digits.encode("ascii"))
@@ -258,7 +258,7 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_BIG_INT and data:
         return int.from_bytes(data, "big", signed=True)
     if code == _EXT_BIG_DIGITS and _DIGITS.fullmatch(data):
-        from .jsonl import BigInteger
+        from opalgit.jsonl import BigInteger
 
         return BigInteger(data.decode("ascii"))
     raise CorruptObjectError(f"unknown msgpack extension type {code}")
@@ -366,6 +366,20 @@ def payload_refs(value: Any) -> Iterable[bytes]:
             stack.extend(v.values())
         elif isinstance(v, list):
             stack.extend(v)
+
+
+def pack_native(value: Any) -> bytes:
+    """msgpack as the library writes a value it carries natively, without opal's
+    extension types: raises TypeError, ValueError or OverflowError on anything else
+    (an integer past 64 bits, a :class:`~opalgit.jsonl.BigInteger`, a lone surrogate).
+    For bytes that never become an object: the question whether a value is storable
+    as it is (:func:`opalgit.jsonl.exact`), and the redaction worker's pipe."""
+    return msgpack.packb(value)
+
+
+def unpack_native(data: bytes) -> Any:
+    """The value :func:`pack_native` packed."""
+    return msgpack.unpackb(data, strict_map_key=False)
 
 
 def pack_plain(value: Any) -> bytes:

@@ -19,7 +19,7 @@ import os
 import stat
 from typing import BinaryIO, Sequence
 
-from .errors import InputError
+from opalgit.errors import InputError
 
 #: The longest line of a session file, and the largest file read whole, that opal
 #: reads: V8's longest string (2**29 - 24 characters), so no agent written in

@@ -15,12 +15,10 @@ import sys
 from functools import partial
 from typing import IO, Any, Iterator
 
-import msgpack as _msgpack
-
-from . import progress
-from .errors import InputError
-from .fileio import MAX_PIECE
-from .structs import dataclass
+from opalgit import codec, progress
+from opalgit.errors import InputError
+from opalgit.fileio import MAX_PIECE
+from opalgit.structs import dataclass
 
 try:  # a C parser several times faster than the standard library's; optional
     import orjson as _orjson
@@ -34,7 +32,7 @@ except ImportError:  # pragma: no cover
 # ("1e-07" against "1e-7"); large numbers get "1e+16" from both. So every float that
 # the two render differently shows "e-" or "0.0000" in orjson's rendering, and a line
 # that is orjson's rendering with neither inside a number renders the same through
-# the standard library. tests/core/test_jsonl_exact.py sweeps floats of every
+# the standard library. tests/unit/test_jsonl_exact.py sweeps floats of every
 # magnitude to keep this true for the installed orjson.
 _FLOAT_MARKERS = (b"e-", b"0.0000")
 _NUMBER_BYTES = frozenset(b"0123456789.-+eE")
@@ -65,7 +63,7 @@ def _holds_float(value: Any, size: int = 0) -> bool:
                 stack.extend(v)
         return False
     try:
-        return _FLOAT64 in _msgpack.packb(value)
+        return _FLOAT64 in codec.pack_native(value)
     except (TypeError, ValueError, OverflowError):  # not msgpack's to carry: assume it may
         return True
 
@@ -99,7 +97,7 @@ def dumps(value: Any) -> bytes:
     The standard library's rendering decides. orjson writes the same bytes in a
     third of the time (an export writes every record), so its output is used when no
     float in it may be written otherwise (:func:`_renders_alike`, the check
-    :func:`exact` relies on; ``tests/core/test_jsonl_exact.py``). What orjson refuses
+    :func:`exact` relies on; ``tests/unit/test_jsonl_exact.py``). What orjson refuses
     (lone surrogates, integers past 64 bits, keys that are not strings, a
     :class:`BigInteger`) goes to the standard library. One difference remains: orjson
     writes NaN and the infinities as ``null`` where the standard library refuses
@@ -163,7 +161,7 @@ def exact(value: Any, raw: bytes) -> bool:
         out, big = _stdlib_render(value)
         if big or out != raw:
             return False
-        _msgpack.packb(value)  # the slow path only: what orjson refused
+        codec.pack_native(value)  # the slow path only: what orjson refused
         return True
     except (ValueError, TypeError, UnicodeEncodeError, OverflowError):
         return False

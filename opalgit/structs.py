@@ -15,7 +15,7 @@ the fields that compare, the hash of those fields for a frozen class, none
 (unhashable) for a mutable one, and a method the class body defines itself kept. The
 result is a dataclass in every other respect: :func:`dataclasses.fields`,
 :func:`dataclasses.replace`, :func:`dataclasses.asdict`, ``__match_args__`` and
-frozen instances work as before. ``tests/core/test_structs.py`` compares both
+frozen instances work as before. ``tests/unit/test_structs.py`` compares both
 builds.
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the pinned git hook managers that tests/test_hook_managers.py chains opal's
+# Install the pinned git hook managers that tests/compat/test_hook_managers.py chains opal's
 # hooks with: husky and lefthook from npm into $REPO/.hook-managers, pre-commit from
 # PyPI into the virtualenv (.venv, or $OPAL_VENV).
 #
@@ -13,7 +13,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${OPAL_HOOK_MANAGERS_DIR:-$REPO/.hook-managers}"
 VENV="${OPAL_VENV:-$REPO/.venv}"
 
-# Keep in sync with tests/test_hook_managers.py (PINNED). lefthook 2.2.1: the newest
+# Keep in sync with tests/compat/test_hook_managers.py (PINNED). lefthook 2.2.1: the newest
 # release whose builds for every platform npm resolves here.
 NPM_PKGS=("husky@9.1.7" "lefthook@2.2.1")
 PRE_COMMIT="pre-commit==4.7.0"

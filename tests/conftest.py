@@ -28,7 +28,7 @@ def _hermetic_env() -> None:
         os.environ.pop(var, None)
     os.environ["OPAL_NO_PAGER"] = "1"
     # No server setting, as a user has it: commands run in their own process and start
-    # no command server (opt-in). tests/test_server.py starts one explicitly, in a
+    # no command server (opt-in). tests/cli/test_server.py starts one explicitly, in a
     # runtime folder of its own, and stops it.
     os.environ.pop("OPAL_SERVER", None)
     # git does not wait for opal's post-commit and post-rewrite hooks by default; the
@@ -49,7 +49,7 @@ _hermetic_env()
 
 def _no_hypothesis_deadline() -> None:
     # Hypothesis fails an example that takes longer than 200 ms by default: a test of
-    # the clock, which a loaded machine fails (tests/core/test_codec.py and
+    # the clock, which a loaded machine fails (tests/unit/test_codec.py and
     # test_merge.py had no deadline=None). Tests that want a bound set their own.
     from hypothesis import settings
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from opalgit.adapters import get
-from opalgit.adapters.base import ExportRequest, ExportTurn
+from opalgit.agents import get
+from opalgit.agents.base import ExportRequest, ExportTurn
 from tests.conftest import FIXTURES
 
 from . import harness

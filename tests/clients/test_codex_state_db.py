@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from opalgit.adapters import codex_state
+from opalgit.agents.codex import statedb as codex_state
 
 from . import harness
 from .harness import ANSWER1, PROMPT1, PROMPT2

@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
-from opalgit.adapters.claude import project_key
+from opalgit.agents.claude.files import project_key
+from tests.compat.test_remote import env_of, make_remote
 from tests.conftest import git, opal
-from tests.test_remote import env_of, make_remote
 
 from . import harness
 from .harness import ANSWER1, ANSWER2, PROMPT1, PROMPT2

@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from opalgit import cli, fsck, porcelain
-from opalgit.repo import Repository
-from opalgit.states import authored_item
+from opalgit import porcelain
+from opalgit.cli import main as cli
+from opalgit.history.states import authored_item
+from opalgit.porcelain import fsck
+from opalgit.store.repo import Repository
 from tests.workflows.sessions import Agent, Session, read_views
 
 # Bugs of issue 19 Part A that other branches fix; True while the fix is not merged
@@ -233,9 +235,17 @@ class Workflows(RuleBasedStateMachine):
         ops = porcelain.op_log(self.repo())
         new = len(ops) - self.ops_seen
         self.ops_seen = len(ops)
+        # The change is the newest operation's, except a link: a git commit through the
+        # hook records the state commit and then the link of the code commit to it, and
+        # 'opal undo' then undoes the link alone (the branch stays where it moved).
+        changed = next((k for k in range(new - 1, -1, -1) if ops[new - 1 - k].command != "link"), new - 1)
         for k in range(new):
-            last = k == new - 1
-            self.history.append(Entry(ops[new - 1 - k].command, before.copy(), self.m.copy() if last else before.copy()))
+            if k < changed:  # before it (a pull's fetch): nothing the model tracks
+                self.history.append(Entry(ops[new - 1 - k].command, before.copy(), before.copy()))
+            elif k == changed:
+                self.history.append(Entry(ops[new - 1 - k].command, before.copy(), self.m.copy()))
+            else:  # after it (the link): the model as the change left it
+                self.history.append(Entry(ops[new - 1 - k].command, self.m.copy(), self.m.copy()))
         if new:
             self.redo.clear()
 
@@ -263,9 +273,17 @@ class Workflows(RuleBasedStateMachine):
             turns = b.turns + new
         elif b and s.exported_from == b.oid and s.export_records and len(views) == 1:
             # An export that wrote each record as one line (a checkpoint that counts
-            # them): its lines are the state's records, stored once.
+            # them): its lines are the state's records, stored once. What the export
+            # wrote after them is its own, not the agent's: Claude's last-prompt, and
+            # the error result it makes up for a call the state holds without one (a
+            # rewind that ends on a tool call), which reads as a turn. A file still as
+            # the export wrote it is nothing to commit (docs/concepts.md: "until the
+            # agent adds a turn"); once the agent adds to it, that result is recorded
+            # with the rest (test_found.py::
+            # test_an_untouched_export_that_closes_a_dangling_call_is_nothing_to_commit).
             tail = tuple(it.id for it in v0.items[s.export_records:] if it.is_turn)
-            if not tail and not OPEN["repro5"]:
+            untouched = os.path.getsize(s.path) == s.export_size
+            if (untouched or not tail) and not OPEN["repro5"]:
                 return "nothing", None, forks
             turns = b.turns + tail
         elif b and s.exported_from == b.oid and os.path.getsize(s.path) == s.export_size:
@@ -569,7 +587,7 @@ class Workflows(RuleBasedStateMachine):
         """``opal merge OTHER``; conflicts resolved each way (or the merge aborted), and
         a merge that would leave out turns of this branch forced or not."""
         STATS["rule merge"] += 1
-        from opalgit import merging
+        from opalgit.porcelain import merge as merging
 
         other = data.draw(st.sampled_from(sorted(k for k in self.m.branches if k != self.m.current)), label="other")
         ours, theirs = self.cur, self.m.branches[other]
@@ -712,7 +730,7 @@ class Workflows(RuleBasedStateMachine):
         assert code == 0, err
         res = json.loads(out)
         path = res["files"][0]
-        from opalgit import checkpoints
+        import opalgit.porcelain.checkpoints as checkpoints
 
         cp = checkpoints.load(self.repo().opal_dir, agent, path)
         assert cp is not None and cp.state == b.oid, "a same-agent export left no checkpoint"
@@ -774,7 +792,13 @@ class Workflows(RuleBasedStateMachine):
         b = self.b.branches.get("main")
         theirs = self.remote["main"]
         code, out, err = self.opal("pull", clone=self.b)
-        if b is None or self._is_ancestor(b.oid, theirs, self.b):
+        # opal's rule (as merge's): a fast-forward that would leave out turns the branch
+        # holds (the first clone rewound or edited and pushed) is refused without --force.
+        left_out = [t for t in b.turns if t not in set(self.states[theirs].turns)] if b is not None else []
+        if b is not None and left_out and self._is_ancestor(b.oid, theirs, self.b):
+            STATS["pull refused: would leave out turns"] += 1
+            assert code != 0 and "would leave out" in err, (code, out, err)
+        elif b is None or self._is_ancestor(b.oid, theirs, self.b):
             assert code == 0, err
             self.b.branches["main"] = self.states[theirs]
         else:

@@ -19,8 +19,9 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
-from opalgit import adapters, porcelain
-from opalgit.adapters.claude import project_key
+from opalgit import agents as adapters
+from opalgit.agents.claude.files import project_key
+from opalgit.history.states import _items
 from tests.conftest import FIXTURES
 
 CLAUDE_SOURCES = {
@@ -277,6 +278,6 @@ def read_views(agent: str, path: str) -> list[View]:
     views = res.views or [None]
     out = []
     for v in views:
-        items = list(porcelain._items(res.iter_records(v.indices if v is not None else None)))
+        items = list(_items(res.iter_records(v.indices if v is not None else None)))
         out.append(View(v.name_hint if v is not None else None, items))
     return out

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from opalgit import cleanup, exporting, porcelain
+from opalgit import porcelain
 from opalgit.errors import NothingToDoError
-from opalgit.repo import Repository
+from opalgit.porcelain import export as exporting
+from opalgit.porcelain.drop import drop
+from opalgit.porcelain.trim import trim
+from opalgit.store.repo import Repository
 from tests.conftest import git
 from tests.workflows.sessions import CLAUDE_SOURCES, Agent, read_views
 
@@ -33,11 +36,11 @@ def test_a_second_trim_at_the_same_size_writes_no_commit(setup):
     agent, repo, env, project = setup
     live = agent.new_claude("parallel")
     porcelain.commit(repo, env, project, file=live.path)
-    first = cleanup.trim(repo, 100)
+    first = trim(repo, 100)
     assert first.changed
     for over in (400, 100):
         with pytest.raises(NothingToDoError):
-            cleanup.trim(repo, over)
+            trim(repo, over)
     assert porcelain.branch_head(repo, "main") == first.oid
 
 
@@ -168,3 +171,90 @@ def test_a_whole_file_read_leaves_an_unchanged_fork_branch_where_it_is(setup):
     porcelain.rewind(repo, 1)
     res = porcelain.commit(repo, env, project, file=live.path)  # detached: the whole file again
     assert res.forks == [] and porcelain.branch_head(repo, fork) == at
+
+
+def test_an_untouched_export_that_closes_a_dangling_call_is_nothing_to_commit(setup):
+    # Found as: export, export, rewind(13), drop(HEAD:1..HEAD:1), export ×4,
+    # commit_what_opal_picks(cli). The rewind ends the branch on a tool call without
+    # its result; the drop leaves a state whose records are the file's lines one for
+    # one, so its export's checkpoint counts them. The export writes those records,
+    # then an error result it makes up for the open call (Claude Code needs every call
+    # answered) and a last-prompt. The model took that result for a turn the agent
+    # added and expected a commit; opal rightly said "nothing to commit: ... no new
+    # turns since the export": the file is still exactly what the export wrote. The
+    # model was wrong, not opal. Once the agent adds a turn, the made-up result is
+    # recorded with it, after the state's own records.
+    import json
+
+    import opalgit.porcelain.checkpoints as checkpoints
+    from tests.workflows.sessions import Session
+
+    agent, repo, env, project = setup
+    live = agent.new_claude("parallel")
+    porcelain.commit(repo, env, project, file=live.path)
+    porcelain.rewind(repo, len(porcelain.turns(repo, "HEAD")) - 3)
+    drop(repo, "HEAD:1..HEAD:1")
+    state = porcelain.turns(repo, "HEAD")
+    assert [t.summary["kind"] for t in state] == ["message", "tool_call"]
+    head = porcelain.branch_head(repo, "main")
+    out = exporting.export(repo, env, to="claude")
+    path = out.files[0]
+    cp = checkpoints.load(repo.opal_dir, "claude", path)
+    assert cp.records  # one for one: the file begins with the state's records
+    with open(path, encoding="utf-8") as fh:
+        after = [json.loads(line) for line in fh][cp.records:]
+    assert [rec["type"] for rec in after] == ["user", "last-prompt"]
+    assert after[0]["message"]["content"][0]["is_error"] is True
+    [view] = read_views("claude", path)
+    assert len(view.turns) == len(state) + 1  # the made-up result reads as a turn
+    with pytest.raises(NothingToDoError, match="no new turns since the export"):
+        porcelain.commit(repo, env, project, file=path)
+    assert porcelain.branch_head(repo, "main") == head
+
+    exported = Session("claude", out.session_id, path)
+    agent.adopt_claude(exported)
+    agent.grow(exported, 1)
+    [view] = read_views("claude", path)
+    res = porcelain.commit(repo, env, project, file=path)
+    got = [t.id for t in porcelain.turns(repo, res.oid.hex())]
+    assert got == [t.id for t in state] + [it.id for it in view.items[cp.records:] if it.is_turn]
+
+
+def test_the_model_expects_nothing_of_an_untouched_export_that_closes_a_dangling_call():
+    # The same sequence through the machine's own rules and properties (the draws
+    # hypothesis made, given in order): its model expected the commit to record the
+    # error result the export made up, where opal has nothing to do.
+    from tests.workflows.machine import Workflows
+
+    class Draws:
+        def __init__(self, *values):
+            self.values = list(values)
+
+        def draw(self, strategy, label=None):
+            return self.values.pop(0)
+
+    m = Workflows()
+    try:
+        def check():
+            m.branches_are_what_the_model_says()
+            m.each_branch_tracks_the_session_the_model_says()
+            m.no_turn_is_lost()
+
+        m.export()
+        m.rewind(Draws(len(m.cur.turns) - 3))
+        m.drop(Draws(1, 1))
+        assert len(m.cur.turns) == 2
+        check()
+        m.export()
+        check()
+        before = m.cur.oid
+        m.commit_what_opal_picks("cli")
+        check()
+        assert m.cur.oid == before
+        exported = m.sessions[-1]
+        m.agent.grow(exported, 1)
+        m.commit_what_opal_picks("cli")
+        check()
+        assert m.cur.oid != before
+    finally:
+        m.teardown()

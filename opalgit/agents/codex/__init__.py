@@ -1,0 +1,1 @@
+"""Codex CLI: where it keeps rollouts, how they are read, how they are written."""

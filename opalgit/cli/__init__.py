@@ -1,0 +1,1 @@
+"""The ``opal`` command line: click lives only here."""

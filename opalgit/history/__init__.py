@@ -1,0 +1,1 @@
+"""What a state is: turns, payloads, the sequence, states, revisions, the op log, merge. No pygit2."""

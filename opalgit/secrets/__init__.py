@@ -1,0 +1,1 @@
+"""Secrets: the rules that recognise them, redaction, the local vault."""

@@ -1,0 +1,1 @@
+"""Sharing state through git remotes: remotes, push, fetch, clone-state, and links to code commits."""
