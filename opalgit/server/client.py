@@ -554,8 +554,11 @@ def _hand_over(sock, relay: _Relay, payload: bytes, deadline: float, server: int
     except (AttributeError, OSError):
         pidfd = -1
     # No signal between the go-ahead and the state that passes signals on: pending ones
-    # are handled when this returns, by then as the command's.
-    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, relay.signals)
+    # are handled when this returns, by then as the command's. Ctrl-Z too: one that came
+    # in between stopped this process alone while the command, already running, went on
+    # (a test saw it in CI under load).
+    blocked = [*relay.signals, *([_signal.SIGTSTP] if relay.suspends else [])]
+    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, blocked)
     try:
         try:
             send_message(sock, b"", (0, 1, 2), GO)
