@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import click
 
-from opalgit.store.repo import Repository
+from opalgit.store.repo import Repository, git_config
 from opalgit.structs import dataclass
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Ctx:
     def out(self, lines: Iterable[str] | str, *, page: bool = False) -> None:
         _erase_progress()
         text = lines if isinstance(lines, str) else "\n".join(lines)
-        pager = pager_command(os.environ, lambda: _core_pager(self.cwd)) if page and self.pager and sys.stdout.isatty() else None
+        pager = pager_command(os.environ, lambda: git_config(self.cwd, "core.pager")) if page and self.pager and sys.stdout.isatty() else None
         if pager and _pager_runs(pager, self):
             # As git starts its pager: LESS=FRX (quit if one screen, keep colour, no
             # screen clearing) and LV=-c unless the user set them.
@@ -87,13 +87,6 @@ def pager_command(env: Mapping[str, str], core_pager) -> str | None:
         chosen = configured if configured is not None else env.get("PAGER", "less")
     chosen = chosen.strip()
     return None if chosen in ("", "cat") else chosen
-
-
-def _core_pager(cwd: str) -> str | None:
-    """git's ``core.pager`` for this folder (store.repo reads git's config)."""
-    from opalgit.store.repo import git_config
-
-    return git_config(cwd, "core.pager")
 
 
 def _pager_runs(pager: str, c: "Ctx") -> bool:

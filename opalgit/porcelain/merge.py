@@ -95,12 +95,6 @@ def in_progress(repo: Repository) -> dict | None:
 # ------------------------------------------------------------------------------ merge
 
 
-def _merge_base(repo: Repository, a: bytes, b: bytes) -> bytes | None:
-    # Repository.merge_base imports pygit2 when called: 'opal status' imports this module
-    # for in_progress, and pygit2 (with ssl) was a third of its time (docs/performance.md).
-    return repo.merge_base(a, b)
-
-
 def _suffix(repo: Repository, st: State, start: int) -> list[Item]:
     return [si.item for si in sequence.iter_items(repo.store, st.root, start)]
 
@@ -178,7 +172,7 @@ def merge(
             if ours is None:
                 raise RevisionError(f"branch {branch} has no commits yet", hint="run 'opal commit' first")
             theirs, name, theirs_branch = target.oid, rev, target.branch
-        base = _merge_base(repo, ours, theirs)
+        base = repo.merge_base(ours, theirs)  # pygit2 only when called: 'opal status' imports this module
         if base is None:
             raise UsageError(
                 f"{name} and {branch} have no common history",

@@ -22,6 +22,7 @@ from typing import Callable, Mapping
 
 from opalgit.errors import ConflictError, RevisionError
 from opalgit.history import oplog
+from opalgit.history.revision import ancestors
 from opalgit.store.argv import command as cmdline
 from opalgit.store.refs import BRANCH_PREFIX, branch_ref, check_branch_name
 from opalgit.store.repo import Repository
@@ -48,12 +49,6 @@ Gate = Callable[..., object]
 
 class PushRejectedError(ConflictError):
     """The remote refused a ref (not a fast-forward, a hook, permissions); nothing was changed."""
-
-
-def _history(repo: Repository, head: bytes) -> set[bytes]:
-    from opalgit.history.revision import ancestors
-
-    return ancestors(repo, [head])
 
 
 @dataclass
@@ -138,7 +133,7 @@ def push(
     track = tracking_ref(r.name, rb) if r.name else None
     tracked = repo.refs.get(track) if track else None
 
-    history = _history(repo, oid)
+    history = ancestors(repo, [oid])
     known = {}
     if r.name:
         prefix = f"{REMOTE_LINK_PREFIX}{r.name}/"
