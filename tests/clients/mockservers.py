@@ -54,6 +54,8 @@ __all__ = [
     "AnthropicMock",
     "OpenAIResponsesMock",
     "GeminiMock",
+    "ChatCompletionsMock",
+    "adapt_call",
     "EXHAUSTED_TEXT",
 ]
 
@@ -712,3 +714,123 @@ class GeminiMock(MockServer):
         # stream: one chunk per part, finishReason on the last one
         chunks = [(None, self._candidate([p], model, "STOP" if i == len(parts) - 1 else None)) for i, p in enumerate(parts)]
         return 200, "text/event-stream", _sse(chunks).replace(b"\n\n", b"\r\n\r\n")
+
+
+# ---------------------------------------------------------------------------
+# OpenAI chat completions (opencode, Qwen Code, Pi, GitHub Copilot CLI)
+
+# Argument names that mean the same thing in different clients' tool schemas
+# (clients.md, "More agents"): a script names a tool's arguments once and the
+# mock renames each to the spelling the request's declared schema uses.
+_ARG_ALIASES = (
+    ("file_path", "filePath", "path", "absolute_path", "filename"),
+    ("old_string", "oldString", "old_str", "oldText"),
+    ("new_string", "newString", "new_str", "newText"),
+    ("content", "contents", "text"),
+    ("command", "cmd"),
+    ("pattern", "glob"),
+)
+
+
+def _declared_tools(body: dict) -> dict[str, dict]:
+    """``{tool name: its JSON-schema properties}`` of a chat-completions request."""
+    out: dict[str, dict] = {}
+    for t in body.get("tools") or []:
+        fn = (t or {}).get("function") or {}
+        name = fn.get("name")
+        if name:
+            out[name] = ((fn.get("parameters") or {}).get("properties")) or {}
+    return out
+
+
+def adapt_call(call: "ToolCall", declared: dict[str, dict]) -> tuple[str, Any]:
+    """The tool name and arguments to send for ``call``, fitted to what the request declares.
+
+    The name: as scripted when declared, else the declared name that equals it ignoring case.
+    Each argument: kept when the schema has it, else renamed to the alias the schema has.
+    Arguments the schema lacks and has no alias for are kept (the client will say so).
+    """
+    name = call.name
+    if declared and name not in declared:
+        name = next((d for d in declared if d.lower() == name.lower()), name)
+    if not isinstance(call.args, dict):
+        return name, call.args
+    props = declared.get(name) or {}
+    if not props:
+        return name, call.args
+    args: dict[str, Any] = {}
+    for key, value in call.args.items():
+        if key in props:
+            args[key] = value
+            continue
+        group = next((g for g in _ARG_ALIASES if key in g), ())
+        args[next((a for a in group if a in props), key)] = value
+    return name, args
+
+
+class ChatCompletionsMock(MockServer):
+    """``POST /v1/chat/completions`` (streamed SSE chunks, or plain JSON without ``stream``).
+
+    A request that declares tools consumes the script; a tool-less one (a title or summary
+    request from a small model) gets a short text and does not. Tool calls stream as
+    ``delta.tool_calls`` in pieces (id, name and empty arguments first, then the arguments
+    in two halves), with ``finish_reason`` ``tool_calls`` or ``stop``; ``usage`` comes on a
+    last chunk with no choices, then ``data: [DONE]``. Names and argument spellings are
+    fitted to the request's declared tools (:func:`adapt_call`). ``GET /v1/models`` lists
+    the one model.
+    """
+
+    name = "chat"
+
+    def respond(self, rec: Recorded) -> tuple[int, str, bytes]:
+        path = rec.path.rstrip("/")
+        model = self.model or "mock-model"
+        if rec.method != "POST" or not path.endswith("/chat/completions"):
+            rec.kind = "probe"
+            if path.endswith("/models"):
+                return _json(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mock"}]})
+            return _json(200 if rec.method in ("GET", "HEAD", "OPTIONS") else 404, {"ok": rec.method != "POST"})
+        body = rec.body if isinstance(rec.body, dict) else {}
+        model = body.get("model") or model
+        declared = _declared_tools(body)
+        if declared:
+            rec.kind = "model"
+            reply = self.next_reply()
+            rec.reply = reply
+        else:
+            rec.kind = "utility"
+            reply = Reply("Mock title")
+        calls = []
+        for call in reply.calls:
+            call.call_id = call.call_id or _new_id("call_")
+            # Kept on the script entry, so a test compares with what was really sent.
+            call.name, call.args = name, args = adapt_call(call, declared)
+            text = args if isinstance(args, str) else json.dumps(args)
+            calls.append((call.call_id, name, text))
+        finish = "tool_calls" if calls else "stop"
+        cid, created = _new_id("chatcmpl-"), int(time.time())
+        usage = {"prompt_tokens": reply.input_tokens, "completion_tokens": 20, "total_tokens": reply.input_tokens + 20}
+        if not body.get("stream"):
+            msg: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if calls:
+                msg["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                                     for i, n, a in calls]
+            return _json(200, {"id": cid, "object": "chat.completion", "created": created, "model": model,
+                               "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage})
+        base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+
+        def chunk(delta: dict, finish_reason: str | None = None) -> tuple[None, dict]:
+            return None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        if reply.text:
+            events.append(chunk({"content": reply.text}))
+        for idx, (call_id, name, text) in enumerate(calls):
+            events.append(chunk({"tool_calls": [{"index": idx, "id": call_id, "type": "function",
+                                                 "function": {"name": name, "arguments": ""}}]}))
+            half = len(text) // 2
+            for piece in (text[:half], text[half:]):
+                events.append(chunk({"tool_calls": [{"index": idx, "function": {"arguments": piece}}]}))
+        events.append(chunk({}, finish))
+        events.append((None, {**base, "choices": [], "usage": usage}))
+        return 200, "text/event-stream; charset=utf-8", _sse(events) + b"data: [DONE]\n\n"

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +19,15 @@ import pytest
 
 from . import harness
 from .history import Item, canonical_args, history_of, kinds
-from .mockservers import EXHAUSTED_TEXT, AnthropicMock, GeminiMock, OpenAIResponsesMock, Reply, ToolCall
+from .mockservers import (
+    EXHAUSTED_TEXT,
+    AnthropicMock,
+    ChatCompletionsMock,
+    GeminiMock,
+    OpenAIResponsesMock,
+    Reply,
+    ToolCall,
+)
 
 pytestmark = pytest.mark.clients
 
@@ -43,7 +52,7 @@ def _sse_events(raw: bytes) -> list[tuple[str | None, dict]]:
         for line in block.splitlines():
             if line.startswith("event: "):
                 name = line[7:]
-            elif line.startswith("data: "):
+            elif line.startswith("data: ") and line != "data: [DONE]":
                 data = json.loads(line[6:])
         if data is not None:
             out.append((name, data))
@@ -111,6 +120,63 @@ def test_openai_mock_reports_a_replys_token_count():
         _, _, raw = _post(srv.base_url + "/v1/responses", {"model": "gpt-5.5", "input": []})
     usage = json.loads(raw)["usage"]
     assert usage["input_tokens"] == 50000 and usage["total_tokens"] == 50020
+
+
+def _chat_tools(**props: list[str]) -> list[dict]:
+    return [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {k: {} for k in ks}}}}
+            for n, ks in props.items()]
+
+
+def test_chat_mock_streams_parallel_tool_calls_in_pieces_fitted_to_the_declared_schema():
+    """The chat-completions mock: text, then two calls whose names and argument spellings follow
+    what the request declares (opencode's ``filePath``, a capitalised ``Read``); usage last; [DONE]."""
+    script = [Reply("Two at once.", [ToolCall("read", {"file_path": "/w/a", "offset": 1}), ToolCall("bash", {"cmd": "ls"})])]
+    with ChatCompletionsMock(script) as srv:
+        body = {"model": "mock-model", "stream": True, "messages": [{"role": "user", "content": "hi"}],
+                "tools": _chat_tools(Read=["filePath", "offset"], bash=["command"])}
+        status, headers, raw = _post(srv.base_url + "/v1/chat/completions", body)
+        assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+        assert raw.rstrip().endswith(b"data: [DONE]")
+        chunks = [d for _, d in _sse_events(raw)]
+        deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+        assert "".join(d.get("content") or "" for d in deltas) == "Two at once."
+        calls: dict[int, dict] = {}
+        for d in deltas:
+            for tc in d.get("tool_calls") or []:
+                c = calls.setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
+                c["id"] = tc.get("id") or c["id"]
+                c["name"] = (tc.get("function") or {}).get("name") or c["name"]
+                c["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+        assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == [
+            ("Read", {"filePath": "/w/a", "offset": 1}), ("bash", {"command": "ls"})]
+        assert sum(1 for d in deltas for tc in d.get("tool_calls") or [] if tc["index"] == 0) == 3  # sent in pieces
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] == 120
+        # the script entry now says what was sent, so a test compares with it
+        assert [(c.name, c.args) for c in script[0].calls] == [("Read", {"filePath": "/w/a", "offset": 1}),
+                                                               ("bash", {"command": "ls"})]
+        # a tool-less request (a title) does not consume; the models list names the model
+        status, _, raw = _post(srv.base_url + "/v1/chat/completions", {"model": "m", "messages": []})
+        assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"] == "Mock title"
+        assert json.loads(_post(srv.base_url + "/v1/models", None, method="GET")[2])["data"][0]["id"] == "mock-model"
+    assert srv.consumed == 1 and [r.kind for r in srv.requests] == ["model", "utility", "probe"]
+
+
+def test_chat_history_reads_messages_with_parallel_calls_and_results():
+    body = {"messages": [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        {"role": "assistant", "content": "Two at once.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"filePath":"/w/a"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": '{"command":"ls"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "A"},
+        {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "a b"}]},
+        {"role": "assistant", "content": "done"}]}
+    items = history_of(body, "qwen")
+    assert items == [("user", "look"), ("assistant", "Two at once."), ("tool_call", "read", '{"filePath":"/w/a"}'),
+                     ("tool_call", "bash", '{"command":"ls"}'), ("tool_result", "c1", "A"),
+                     ("tool_result", "c2", "a b"), ("assistant", "done")]
+    assert [i.call_id for i in items if i.kind.startswith("tool")] == ["c1", "c2", "c1", "c2"]
 
 
 def test_scenarios_script_parallel_calls_and_structures():
@@ -243,6 +309,13 @@ def test_history_of_gemini_collapses_a_replayed_group_of_parallel_results():
 def test_client_env_is_minimal(client, tmp_path):
     root = harness.make_root(tmp_path)
     env = harness.client_env(client, root, 1234)
+    assert env["HOME"] == str(root.home)
+    assert all("127.0.0.1" in v for k, v in env.items() if k.endswith(("BASE_URL", "BASEURL")))
+    if client not in ("claude", "codex", "gemini"):
+        # A driver's own variables are its module's business (tests/clients/drivers/); what
+        # holds for all: nothing inherited, so no variable of this machine's environment.
+        assert not set(env) & (set(os.environ) - {"HOME", "PATH"}), set(env) & set(os.environ)
+        return
     allowed = {
         "claude": {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "IS_SANDBOX", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
                    "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"},
