@@ -51,62 +51,68 @@ def _shell_string(command: Any) -> str:
 
 def parse_call(agent: str, name: str, args: Any) -> Action | None:
     """The shared action behind one agent's tool call, or None when there is none."""
-    a = args if isinstance(args, dict) else {}
-    if agent == "claude":
-        if name == "Bash" and "command" in a:
-            return Action("shell", {"command": str(a["command"])})
-        if name == "Read" and "file_path" in a:
-            return Action("read", {k: v for k, v in (("path", a["file_path"]), ("offset", a.get("offset")), ("limit", a.get("limit"))) if v is not None})
-        if name == "Write" and "file_path" in a:
-            return Action("write", {"path": a["file_path"], "content": a.get("content", "")})
-        if name == "Edit" and "file_path" in a:
-            return Action("edit", {"path": a["file_path"], "old": a.get("old_string", ""), "new": a.get("new_string", ""), "all": bool(a.get("replace_all"))})
-        if name == "Grep" and "pattern" in a:
-            return Action("search", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path"))) if v is not None})
-        if name == "Glob" and "pattern" in a:
-            return Action("glob", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path"))) if v is not None})
-        if name == "LS" and "path" in a:
-            return Action("list", {"path": a["path"]})
-        return None
-    if agent == "codex":
-        if name in ("exec_command", "shell", "container.exec", "local_shell") and ("cmd" in a or "command" in a):
-            cmd = a.get("cmd", a.get("command"))
-            out = {"command": _shell_string(cmd)}
-            if a.get("workdir"):
-                out["workdir"] = a["workdir"]
-            return Action("shell", out)
-        if name == "apply_patch":
-            text = args if isinstance(args, str) else a.get("input") or a.get("patch")
-            if isinstance(text, str):
-                return Action("patch", {"text": text})
-        return None
-    if agent == "gemini":
-        # Gemini CLI 0.61 names: dir_path, start_line/end_line, allow_multiple; older
-        # versions wrote directory, offset/limit, expected_replacements.
-        if name == "run_shell_command" and "command" in a:
-            out = {"command": str(a["command"])}
-            if a.get("dir_path") or a.get("directory"):
-                out["workdir"] = a.get("dir_path") or a["directory"]
-            return Action("shell", out)
-        path = a.get("file_path", a.get("absolute_path", a.get("path")))
-        if name == "read_file" and path:
-            offset, limit = a.get("offset"), a.get("limit")
-            if isinstance(a.get("start_line"), int) or isinstance(a.get("end_line"), int):
-                offset = a.get("start_line") or 1
-                limit = a["end_line"] - offset + 1 if isinstance(a.get("end_line"), int) else None
-            return Action("read", {k: v for k, v in (("path", path), ("offset", offset), ("limit", limit)) if v is not None})
-        if name == "write_file" and path:
-            return Action("write", {"path": path, "content": a.get("content", "")})
-        if name == "replace" and path:
-            many = a.get("allow_multiple") is True or (a.get("expected_replacements") or 1) > 1
-            return Action("edit", {"path": path, "old": a.get("old_string", ""), "new": a.get("new_string", ""), "all": many})
-        if name in ("search_file_content", "grep", "grep_search") and "pattern" in a:
-            return Action("search", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path") or a.get("dir_path"))) if v is not None})
-        if name == "glob" and "pattern" in a:
-            return Action("glob", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path") or a.get("dir_path"))) if v is not None})
-        if name == "list_directory" and (a.get("path") or a.get("dir_path")):
-            return Action("list", {"path": a.get("path") or a.get("dir_path")})
-        return None
+    parse = _parser(agent)
+    return parse(name, args if isinstance(args, dict) else {}, args) if parse is not None else None
+
+
+def _claude_parse(name: str, a: dict, args: Any) -> Action | None:
+    if name == "Bash" and "command" in a:
+        return Action("shell", {"command": str(a["command"])})
+    if name == "Read" and "file_path" in a:
+        return Action("read", {k: v for k, v in (("path", a["file_path"]), ("offset", a.get("offset")), ("limit", a.get("limit"))) if v is not None})
+    if name == "Write" and "file_path" in a:
+        return Action("write", {"path": a["file_path"], "content": a.get("content", "")})
+    if name == "Edit" and "file_path" in a:
+        return Action("edit", {"path": a["file_path"], "old": a.get("old_string", ""), "new": a.get("new_string", ""), "all": bool(a.get("replace_all"))})
+    if name == "Grep" and "pattern" in a:
+        return Action("search", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path"))) if v is not None})
+    if name == "Glob" and "pattern" in a:
+        return Action("glob", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path"))) if v is not None})
+    if name == "LS" and "path" in a:
+        return Action("list", {"path": a["path"]})
+    return None
+
+
+def _codex_parse(name: str, a: dict, args: Any) -> Action | None:
+    if name in ("exec_command", "shell", "container.exec", "local_shell") and ("cmd" in a or "command" in a):
+        cmd = a.get("cmd", a.get("command"))
+        out = {"command": _shell_string(cmd)}
+        if a.get("workdir"):
+            out["workdir"] = a["workdir"]
+        return Action("shell", out)
+    if name == "apply_patch":
+        text = args if isinstance(args, str) else a.get("input") or a.get("patch")
+        if isinstance(text, str):
+            return Action("patch", {"text": text})
+    return None
+
+
+def _gemini_parse(name: str, a: dict, args: Any) -> Action | None:
+    # Gemini CLI 0.61 names: dir_path, start_line/end_line, allow_multiple; older
+    # versions wrote directory, offset/limit, expected_replacements.
+    if name == "run_shell_command" and "command" in a:
+        out = {"command": str(a["command"])}
+        if a.get("dir_path") or a.get("directory"):
+            out["workdir"] = a.get("dir_path") or a["directory"]
+        return Action("shell", out)
+    path = a.get("file_path", a.get("absolute_path", a.get("path")))
+    if name == "read_file" and path:
+        offset, limit = a.get("offset"), a.get("limit")
+        if isinstance(a.get("start_line"), int) or isinstance(a.get("end_line"), int):
+            offset = a.get("start_line") or 1
+            limit = a["end_line"] - offset + 1 if isinstance(a.get("end_line"), int) else None
+        return Action("read", {k: v for k, v in (("path", path), ("offset", offset), ("limit", limit)) if v is not None})
+    if name == "write_file" and path:
+        return Action("write", {"path": path, "content": a.get("content", "")})
+    if name == "replace" and path:
+        many = a.get("allow_multiple") is True or (a.get("expected_replacements") or 1) > 1
+        return Action("edit", {"path": path, "old": a.get("old_string", ""), "new": a.get("new_string", ""), "all": many})
+    if name in ("search_file_content", "grep", "grep_search") and "pattern" in a:
+        return Action("search", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path") or a.get("dir_path"))) if v is not None})
+    if name == "glob" and "pattern" in a:
+        return Action("glob", {k: v for k, v in (("pattern", a["pattern"]), ("path", a.get("path") or a.get("dir_path"))) if v is not None})
+    if name == "list_directory" and (a.get("path") or a.get("dir_path")):
+        return Action("list", {"path": a.get("path") or a.get("dir_path")})
     return None
 
 
@@ -236,7 +242,7 @@ def render_call(target: str, action: Action, cwd: str | None) -> tuple[str, Any]
             old, new = op["hunks"][0]
             return render_call(target, Action("edit", {"path": _abs(op["path"], cwd), "old": old, "new": new}), cwd)
         return None
-    render = _RENDER.get(target)
+    render = _renderer(target)
     return render(k, a, action, cwd) if render is not None else None
 
 
@@ -321,8 +327,38 @@ def _codex_call(k: str, a: dict, action: Action, cwd: str | None) -> tuple[str, 
 
 
 
-#: The renderer of each target agent's tool calls.
+# The first three agents' tables are here; every agent added since keeps its own in
+# ``opalgit/agents/<agent>/tools.py`` (``parse(name, args_dict, raw_args)`` and
+# ``render(kind, args, action, cwd)``, the shapes of the functions above), found by name when
+# first needed: adding an agent touches no shared table, and one never imports another.
+_PARSE = {"claude": _claude_parse, "codex": _codex_parse, "gemini": _gemini_parse}
 _RENDER = {"claude": _claude_call, "gemini": _gemini_call, "codex": _codex_call}
+
+
+def _agent_tools(agent: str) -> Any:
+    """The ``tools`` module of an agent's package, or None when it has none."""
+    import importlib
+
+    if not agent.isidentifier():
+        return None
+    try:
+        return importlib.import_module(f"opalgit.agents.{agent}.tools")
+    except ModuleNotFoundError as exc:
+        if exc.name in (f"opalgit.agents.{agent}", f"opalgit.agents.{agent}.tools"):
+            return None
+        raise
+
+
+def _parser(agent: str) -> Any:
+    if agent not in _PARSE:
+        _PARSE[agent] = getattr(_agent_tools(agent), "parse", None)
+    return _PARSE[agent]
+
+
+def _renderer(agent: str) -> Any:
+    if agent not in _RENDER:
+        _RENDER[agent] = getattr(_agent_tools(agent), "render", None)
+    return _RENDER[agent]
 
 
 def convert_call(source: str, target: str, name: str, args: Any, cwd: str | None) -> tuple[str, Any, bool]:
