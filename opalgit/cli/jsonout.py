@@ -224,6 +224,28 @@ schema("show-turn", ["opal show REV:N --json"], "One turn: its normalized blocks
     "source": d(ANY, "the agent's record as stored (JSON), or null"),
 })
 
+GREP_LINE = obj({
+    "block": d(STR, "what the line is from: prompt, reply, reasoning, call, result or text"),
+    "tool": d(null(STR), "the tool, for a call or a result"),
+    "key": d(null(STR), "for a call: the input field the line is from (name for the tool's name)"),
+    "call_id": d(null(STR), "for a call or a result: the call's id"),
+    "line": d(INT, "1-based line number within that text"),
+    "text": d(STR, "the whole line"),
+    "spans": arr(arr(INT), "each match as [start, end) character offsets into text"),
+})
+schema("grep", ["opal grep PATTERN [REV...] --json"], "The matching records, state by state in record order; "
+       "what was searched.", {
+    "pattern": STR,
+    "matches": arr(obj({"rev": d(STR, "the state as named: its branch, or the revision given"), "commit": OID,
+                        "turn": d(null(INT), "the turn's number; null for a meta record"), "record": INT,
+                        "role": STR, "lines": arr(GREP_LINE)})),
+    "lines": d(INT, "matching lines in all"),
+    "searched": obj({"states": INT, "records": d(INT, "records of the states searched, a shared one in each"),
+                     "leaves": INT, "leaves_searched": d(INT, "distinct leaves read and searched"),
+                     "records_searched": d(INT, "distinct records normalized and searched")}),
+    "unreadable": arr(obj({"rev": STR, "record": INT, "why": STR}), "records that could not be read, not searched"),
+})
+
 schema("diff", ["opal diff --json A B"], "Turns added, removed and changed from A to B.", {
     "a": obj({"rev": STR, "id": OID}),
     "b": obj({"rev": STR, "id": OID}),

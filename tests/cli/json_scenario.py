@@ -74,6 +74,8 @@ def build(root, home) -> Scenario:
     s.run("show-turn", "show", "HEAD:1")
     s.run("show-turn", "show", "HEAD:-1")
     s.run("diff", "diff", "try", "main")
+    s.run("grep", "grep", "-i", "e", "--all")
+    s.run("grep", "grep", "no such text anywhere", ok=(1,))
     s.run("stats", "stats")
     s.run("fsck", "fsck")
     s.run("edit", "drop", "HEAD:2..HEAD:2")
