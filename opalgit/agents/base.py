@@ -263,6 +263,12 @@ class Adapter:
     #: replaying the state. None: assume so when the adapter overrides
     #: :meth:`normalize_many` (the safe guess for a third-party adapter).
     replays: bool | None = None
+    #: Whether every text of a record's normalized view is one of the record's own strings,
+    #: as written, or several of them joined by newlines (nothing added, nothing else joined).
+    #: 'opal grep' then passes over a record whose stored bytes lack every literal a match
+    #: needs (opalgit/porcelain/grep.py); tests/unit/test_grep_prefilter.py checks the claim
+    #: on every real session of the agent. False, the safe default, has grep read each record.
+    verbatim_texts: bool = False
 
     # -- discovery ----------------------------------------------------------------
 

@@ -242,7 +242,9 @@ schema("grep", ["opal grep PATTERN [REV...] --json"], "The matching records, sta
     "lines": d(INT, "matching lines in all"),
     "searched": obj({"states": INT, "records": d(INT, "records of the states searched, a shared one in each"),
                      "leaves": INT, "leaves_searched": d(INT, "distinct leaves read and searched"),
-                     "records_searched": d(INT, "distinct records normalized and searched")}),
+                     "records_searched": d(INT, "distinct records normalized and searched"),
+                     "records_skipped": d(INT, "distinct records passed over: their stored bytes hold none of "
+                                               "the literals every match contains")}),
     "unreadable": arr(obj({"rev": STR, "record": INT, "why": STR}), "records that could not be read, not searched"),
 })
 

@@ -14,6 +14,15 @@ earlier place in this one) already had is not read, decoded or searched again: i
 is reused by the leaf's object id. Grepping ``--all`` over ten branches of one session
 costs about what grepping one does.
 
+A record that cannot hold a match is not even decoded: when every match of the pattern must
+contain one of a few plain ASCII literals (``Traceback|FAILED``, ``def farewell``, ``-F`` text),
+a record whose stored bytes and payloads hold none of them is passed over, for the agents
+whose normalized texts are the record's own strings (``Adapter.verbatim_texts``: Claude Code;
+Gemini CLI joins parts and adds headings, Codex writes some outputs as JSON text, so their
+records are always read). See
+:func:`required_literals` for when a literal is sound; each payload is tested once, whatever
+records refer to it.
+
 A record is normalized alone (its adapter's ``normalize``), also for an agent whose
 adapter replays a log (Gemini CLI's ``$set`` lines): a match is shown where its text was
 recorded. A record that cannot be read is not skipped in silence: it is counted and named
@@ -22,7 +31,6 @@ recorded. A record that cannot be read is not skipped in silence: it is counted 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Iterable, Iterator
 
@@ -88,10 +96,12 @@ class GrepStats:
     leaves: int = 0  # leaves of those states' trees
     leaves_searched: int = 0  # distinct leaves read and searched
     records_searched: int = 0  # distinct records normalized and searched
+    records_skipped: int = 0  # distinct records whose stored bytes hold none of the pattern's literals
 
     def to_json(self) -> dict:
         return {"states": self.states, "records": self.records, "leaves": self.leaves,
-                "leaves_searched": self.leaves_searched, "records_searched": self.records_searched}
+                "leaves_searched": self.leaves_searched, "records_searched": self.records_searched,
+                "records_skipped": self.records_skipped}
 
 
 @dataclass
@@ -114,6 +124,106 @@ def compile_pattern(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
                          hint="Python's re syntax; -F searches for the literal text") from None
 
 
+# ----------------------------------------------------------------------------- the literal prefilter
+
+# Characters a literal may have for its absence from a record's stored bytes to prove that no
+# normalized text of the record holds it. A record is stored as msgpack (its strings as UTF-8,
+# unescaped) or, for a verbatim line, as the JSON text the agent wrote; and an adapter's
+# normalized view takes its texts from the record's strings (a Codex call's input parsed from a
+# JSON string included). So a literal is safe when JSON never has to escape it: printable ASCII
+# without '"' and '\\', and without the characters some writers escape anyway ('/' as '\\/';
+# '<', '>' and '&' as \\u003c ...). A literal made of nothing but the characters of a number is
+# not: grep searches a number in a tool's input as its text (tokens: 15000), which msgpack stores
+# as a number.
+_SAFE = frozenset(chr(c) for c in range(0x20, 0x7F)) - set('"\\/<>&')
+_NUMBER = frozenset("0123456789.+-eEinfaINFA")
+_MIN_LITERAL = 3
+
+
+def required_literals(rx: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Literals one of which every match of ``rx`` contains, when the prefilter is sound for them.
+
+    A pattern that is a sequence yields its longest run of literal characters; an alternation
+    at the top, one such run from each alternative. None when any part has no run of
+    :data:`_MIN_LITERAL` safe characters (the record is then always searched)."""
+    from re import _constants as sre  # noqa: PLC0415  (the parser's own node names)
+    from re import _parser
+
+    try:
+        tree = _parser.parse(rx.pattern, rx.flags & ~re.IGNORECASE)
+    except Exception:  # a pattern Python's re compiles always parses; never fail the search on it
+        return None
+    nodes = list(tree)
+    if len(nodes) == 1 and nodes[0][0] is sre.BRANCH:
+        branches = nodes[0][1][1]
+    else:
+        branches = [nodes]
+    out = []
+    for seq in branches:
+        best, run = "", ""
+        for op, arg in list(seq) + [(None, None)]:
+            if op is sre.LITERAL and chr(arg) in _SAFE:
+                run += chr(arg)
+                continue
+            if len(run) > len(best):
+                best = run
+            run = ""
+        if len(best) < _MIN_LITERAL or set(best) <= _NUMBER:
+            return None
+        out.append(best)
+    return tuple(dict.fromkeys(out))
+
+
+class _Prefilter:
+    """Whether a stored record may hold a match, from its bytes and its payloads' (each payload
+    tested once). Case-insensitive patterns test the bytes decoded, with the same regular
+    expression machinery: ASCII letters also match a few others under Unicode case folding
+    (k and the Kelvin sign), which a byte comparison would miss."""
+
+    def __init__(self, repo: Repository, literals: tuple[str, ...], ignore_case: bool) -> None:
+        self.repo = repo
+        self.needles = [x.encode() for x in literals]
+        self.rx = re.compile("|".join(re.escape(x) for x in literals), re.IGNORECASE) if ignore_case else None
+        self._payloads: dict[bytes, bool] = {}
+        self._agents: dict[str, bool] = {"opal": True}  # opal's own turns store their blocks as they are
+
+    def _verbatim(self, item: Item) -> bool:
+        """Whether the record's agent gives texts made only of the record's strings
+        (:attr:`opalgit.agents.base.Adapter.verbatim_texts`); else the record is always read."""
+        from opalgit import agents, codec
+
+        try:
+            agent = codec.unpack_canonical(item.canon, "turn").get("agent")
+        except Exception:  # an unreadable record: searching it reports it
+            return False
+        known = self._agents.get(agent) if isinstance(agent, str) else False
+        if known is None:
+            try:
+                known = bool(agents.get(agent).verbatim_texts)
+            except Exception:  # an agent opal has no adapter for: read it, and say so there
+                known = False
+            self._agents[agent] = known
+        return bool(known)
+
+    def _has(self, data: bytes) -> bool:
+        if self.rx is not None:
+            return self.rx.search(data.decode("utf-8", "replace")) is not None
+        return any(n in data for n in self.needles)
+
+    def may_match(self, item: Item) -> bool:
+        if not self._verbatim(item) or self._has(item.canon):
+            return True
+        for digest, loc in item.payload_oids.items():
+            known = self._payloads.get(digest)
+            if known is None:
+                from opalgit.history import payloads
+
+                known = self._payloads[digest] = self._has(payloads.load(self.repo.store, digest, loc))
+            if known:
+                return True
+        return any(self._has(data) for data in item.payloads.values())
+
+
 # ----------------------------------------------------------------------------- the texts of a record
 
 
@@ -131,12 +241,16 @@ def _strings(value: Any, key: str | None = None) -> Iterator[tuple[str | None, s
         yield key, str(value)
 
 
-def _result_text(output: Any) -> str:
+def _result_texts(output: Any) -> Iterator[str]:
+    """A result's texts: its text, its text blocks joined by newlines, or, for structured
+    output (a Codex result as an object), each string inside it (as a call's input)."""
     if isinstance(output, str):
-        return output
-    if isinstance(output, list):
-        return "\n".join(b.get("text") or "" for b in output if isinstance(b, dict) and b.get("type") == "text")
-    return "" if output is None else json.dumps(output, ensure_ascii=False, sort_keys=True)
+        yield output
+    elif isinstance(output, list) and all(isinstance(b, dict) for b in output):
+        yield "\n".join(b.get("text") or "" for b in output if b.get("type") == "text")
+    elif output is not None:
+        for _key, s in _strings(output):
+            yield s
 
 
 def texts(normal: Normal) -> Iterator[tuple[str, str | None, str | None, str | None, str]]:
@@ -157,7 +271,9 @@ def texts(normal: Normal) -> Iterator[tuple[str, str | None, str | None, str | N
                 yield "call", name, key, cid, s
         elif kind == "tool_result":
             cid = None if b.get("call_id") is None else str(b.get("call_id"))
-            yield "result", b.get("name") or calls.get(str(cid)) or None, None, cid, _result_text(b.get("output"))
+            tool = b.get("name") or calls.get(str(cid)) or None
+            for text in _result_texts(b.get("output")):
+                yield "result", tool, None, cid, text
         elif kind == "text":
             block = {"user": "prompt", "assistant": "reply"}.get(normal.role, "text")
             yield block, None, None, None, b.get("text") or ""
@@ -226,8 +342,10 @@ class Searcher:
     record's by its content id, so shared history is searched once."""
 
     def __init__(self, repo: Repository, rx: re.Pattern[str], *, roles: frozenset[str] | None = None,
-                 tools: frozenset[str] | None = None) -> None:
+                 tools: frozenset[str] | None = None, prefilter: bool = True) -> None:
         self.repo, self.rx, self.roles, self.tools = repo, rx, roles, tools
+        literals = required_literals(rx) if prefilter else None
+        self.prefilter = _Prefilter(repo, literals, bool(rx.flags & re.IGNORECASE)) if literals else None
         self.stats = GrepStats()
         self._leaves: dict[bytes, _LeafResult] = {}
         self._records: dict[bytes, tuple[str, tuple[GrepLine, ...]] | str] = {}
@@ -253,6 +371,9 @@ class Searcher:
     def _record(self, item: Item) -> tuple[str, tuple[GrepLine, ...]] | str:
         """``(role, lines)`` of one record, or why it could not be read."""
         known = self._records.get(item.id)
+        if known is None and self.prefilter is not None and not self.prefilter.may_match(item):
+            known = self._records[item.id] = ("", ())  # holds none of the pattern's literals
+            self.stats.records_skipped += 1
         if known is None:
             self.stats.records_searched += 1
             try:
@@ -334,7 +455,7 @@ def _note_calls(item: Item, calls: dict[str, str]) -> None:
 
 def grep(repo: Repository, pattern: str, revs: Iterable[str] = (), *, all_branches: bool = False,
          ignore_case: bool = False, fixed: bool = False, roles: Iterable[str] = (),
-         tools: Iterable[str] = ()) -> GrepResult:
+         tools: Iterable[str] = (), prefilter: bool = True) -> GrepResult:
     """Every matching line of the states named (default HEAD; ``all_branches``: every branch,
     and every remote-tracking branch that was fetched), state by state in the order given."""
     rx = compile_pattern(pattern, ignore_case=ignore_case, fixed=fixed)
@@ -342,7 +463,7 @@ def grep(repo: Repository, pattern: str, revs: Iterable[str] = (), *, all_branch
     if wanted_roles is not None and not wanted_roles <= set(ROLES):
         bad = ", ".join(sorted(wanted_roles - set(ROLES)))
         raise UsageError(f"unknown role {bad}", hint=f"--role takes {', '.join(ROLES)}")
-    searcher = Searcher(repo, rx, roles=wanted_roles, tools=frozenset(tools) or None)
+    searcher = Searcher(repo, rx, roles=wanted_roles, tools=frozenset(tools) or None, prefilter=prefilter)
     result = GrepResult(stats=searcher.stats)
     for label, oid in _states(repo, list(revs), all_branches):
         result.turns.extend(searcher.state(label, oid, result))

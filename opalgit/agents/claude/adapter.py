@@ -19,6 +19,7 @@ class ClaudeAdapter(PackageAdapter):
     # which the stored summaries already say; a turn normalizes alone, so 'opal show
     # REV:N' reads one record, not the whole state (37 s -> 0.1 s on 100,000 turns).
     replays = False
+    verbatim_texts = True  # its texts are the record's strings (test_grep_prefilter)
     files, reader, writer = files, reader, "opalgit.agents.claude.write"
 
     config_dir = staticmethod(files.config_dir)
