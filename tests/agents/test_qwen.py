@@ -182,3 +182,50 @@ def test_incremental_read_extends_the_chain(tmp_path):
     p.write_bytes(data)
     more = qwen.read(str(p), start=first.end, first_line=first.lines + 1, state=first.state)
     assert more.extends and first.count + more.count == qwen.read(str(p)).count
+
+
+def _opal(*args, cwd):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "opalgit", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "HOME": str(cwd)}, timeout=120)
+
+
+@pytest.mark.parametrize("agent", [["--agent", "qwen"], []])
+def test_opal_commit_of_a_malformed_qwen_file_is_one_error_naming_file_and_line(tmp_path, agent):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert _opal("init", cwd=tmp_path).returncode == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"this is not JSON\n" + open(TWO_TURN[0], "rb").read())
+    out = _opal("commit", "--file", str(bad), *agent, cwd=tmp_path)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    lines = [x for x in out.stderr.splitlines() if x.startswith("opal: error:")]
+    assert len(lines) == 1 and "bad.jsonl" in lines[0] and "hint:" in out.stderr
+    if agent:
+        assert f"{bad}:1:" in lines[0] and "Qwen Code" in lines[0]
+    assert _opal("log", "--json", cwd=tmp_path).returncode != 0  # nothing was committed
+
+
+def test_opal_commit_imports_the_genuine_session(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert _opal("init", cwd=tmp_path).returncode == 0
+    out = _opal("commit", "--file", TWO_TURN[0], "-m", "qwen", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["records"] == sum(1 for _ in open(TWO_TURN[0], "rb")) and got["session"]["agent"] == "qwen"
+    assert got["warnings"] == [] and got["fork_branches"] == []
+
+
+def test_opal_commit_makes_a_branch_of_a_qwen_fork(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert _opal("init", cwd=tmp_path).returncode == 0
+    out = _opal("commit", "--file", FORKED, "--agent", "qwen", "-m", "forked", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["fork_branches"]) == 1
