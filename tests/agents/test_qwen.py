@@ -14,7 +14,7 @@ import pytest
 from opalgit import agents
 from opalgit.agents.base import ExportRequest, ExportTurn
 from opalgit.agents.qwen.files import project_key
-from opalgit.agents.qwen.read import is_conversation
+from opalgit.agents.qwen.format import is_conversation
 from opalgit.errors import InputError
 from opalgit.testing.adapters import AdapterContract, rendered
 from tests.fixtures import real_corpus

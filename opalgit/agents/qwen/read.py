@@ -42,22 +42,16 @@ from opalgit.agents.base import (
     sniff_lines,
 )
 from opalgit.agents.qwen.files import AGENT
+from opalgit.agents.qwen.format import TYPES, is_conversation
 from opalgit.errors import InputError
 from opalgit.history.model import Normal
 
-__all__ = ["claim", "is_conversation", "normalize_record", "part_block", "read", "sniff"]
+__all__ = ["claim", "normalize_record", "part_block", "read", "sniff"]
 
 STATE_VERSION = 1
 OWN = "a Qwen Code session"
 _HINT = "give the path of a .jsonl session under ~/.qwen/projects/<project>/chats"
 _SHAPE_LINES = 64
-#: Record types Qwen Code writes (transcript-records.ts ``RECORD_TYPES``).
-TYPES = frozenset({"user", "assistant", "tool_result", "system"})
-#: System subtypes that are not part of the conversation chain (``isTranscriptConversationRecord``).
-SIDE_SUBTYPES = frozenset({"session_artifact_event", "session_artifact_snapshot", "session_sources_snapshot",
-                           "managed_session_header_v1", "managed_session_event_v1", "managed_session_commit_v1"})
-
-
 def _is_id(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
@@ -83,14 +77,6 @@ def claim(obj: Any) -> float:
 def sniff(path: str, head: bytes) -> float:
     """How surely a file whose first bytes are ``head`` is a Qwen Code session."""
     return sniff_lines(head, claim)
-
-
-def is_conversation(rec: Mapping[str, Any]) -> bool:
-    """Whether Qwen Code walks this record as part of the conversation chain: a record
-    of its types with identity fields that is not an artifact or sources record."""
-    return (rec.get("type") in TYPES and _is_id(rec.get("uuid")) and _is_id(rec.get("sessionId"))
-            and (rec.get("parentUuid") is None or _is_id(rec.get("parentUuid")))
-            and not (rec.get("type") == "system" and rec.get("subtype") in SIDE_SUBTYPES))
 
 
 # -------------------------------------------------------------------------- normalizing

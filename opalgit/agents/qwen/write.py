@@ -41,7 +41,7 @@ from opalgit import jsonl
 from opalgit.agents import tools
 from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, reasoning_as_text, record_of, reply_id
 from opalgit.agents.qwen.files import AGENT, chats_dir
-from opalgit.agents.qwen.read import is_conversation
+from opalgit.agents.qwen.format import is_conversation
 from opalgit.errors import InputError
 from opalgit.history.model import Normal
 
