@@ -72,3 +72,27 @@ def test_the_export_is_where_qwen_looks_and_its_first_record_names_the_folder(so
     with harness.mock_for("qwen", [harness.Reply("never")]) as srv:
         run = harness.run_client("qwen", root, srv.port, "hello", resume=res["session_id"], cwd=other, server=srv)
     assert run.returncode != 0 and not [r for r in run.requests if r.kind == "model"], run.describe()
+
+
+def test_the_resumed_session_committed_back_continues_the_export(sources, tmp_path):
+    """The session Qwen Code resumed, committed back: the exported records are the stored
+    ones (ExportResult.prefix), only what the client added is new."""
+    harness.require_client("qwen")
+    gs = sources["qwen"]
+    env = dict(os.environ)
+    project = matrix._import(gs, tmp_path, env)
+    root = harness.make_root(tmp_path, prefix="again-")
+    env = dict(env, HOME=str(root.home))
+    before = json.loads(harness.opal("log", "-n", "1", "--json", cwd=project, env=env).stdout)["commits"][0]
+    res = json.loads(harness.opal("export", "HEAD", "--to", "qwen", "--cwd", str(root.project), "--json",
+                                  cwd=project, env=env).stdout)
+    with harness.mock_for("qwen", [harness.Reply("Noted. [turn3-done]")]) as srv:
+        run = harness.run_client("qwen", root, srv.port, matrix.NEW_PROMPT, resume=res["session_id"], server=srv)
+    assert run.ok, run.describe()
+    out = json.loads(harness.opal("commit", "--file", res["files"][0], "--agent", "qwen", "--json",
+                                  cwd=project, env=env).stdout)
+    assert any("continues the export" in n for n in out["notes"]), out
+    assert out["turns"] == before["turns"] + out["new_turns"] and 2 <= out["new_turns"] <= 4, (before, out)
+    tail = [json.loads(harness.opal("show", f"HEAD:{n}", "--json", cwd=project, env=env).stdout)
+            for n in range(out["turns"] - out["new_turns"] + 1, out["turns"] + 1)]
+    assert "[turn3-done]" in json.dumps(tail) and matrix.NEW_PROMPT in json.dumps(tail), tail
