@@ -229,3 +229,27 @@ def test_opal_commit_makes_a_branch_of_a_qwen_fork(tmp_path):
     out = _opal("commit", "--file", FORKED, "--agent", "qwen", "-m", "forked", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)["fork_branches"]) == 1
+
+
+def test_the_first_line_names_the_folder_even_when_it_is_no_conversation_record(tmp_path):
+    """Qwen Code checks the cwd of the file's first line, whatever record it is."""
+    from opalgit.history.model import Turn
+
+    recs = [{"type": "system", "subtype": "session_artifact_snapshot", "sessionId": "old", "uuid": "a0",
+             "parentUuid": None, "systemPayload": {}},
+            {"uuid": "u1", "parentUuid": "", "sessionId": "old", "type": "user", "timestamp": "2026-01-01T00:00:00.000Z",
+             "message": {"role": "user", "parts": [{"text": "hi"}]}},
+            {"uuid": "m1", "parentUuid": "u1", "sessionId": "old", "type": "assistant",
+             "message": {"role": "model", "parts": [{"functionCall": {"id": "c1", "name": "read_file", "args": {}}}]}}]
+    turns = [ExportTurn(Turn.from_record("qwen", r), qwen.normalize_record(r)) for r in recs]
+    req = ExportRequest(turns=turns, session=None, cwd=str(tmp_path), session_id="s-1", env={"HOME": str(tmp_path)},
+                        now_ms=1_767_225_600_000)
+    res = qwen.export(req)
+    out = [json.loads(x) for x in res.files[0][1].splitlines()]
+    assert out[0]["cwd"] == os.path.realpath(str(tmp_path)) and {r["sessionId"] for r in out} == {"s-1"}
+    assert out[1]["parentUuid"] is None and res.report.converted["parent:relinked"] == 1  # "" -> null
+    # the call cut off from its result is answered right after its reply
+    assert out[-1]["type"] == "tool_result" and out[-1]["parentUuid"] == "m1"
+    assert out[-1]["message"]["parts"][0]["functionResponse"]["response"] == {
+        "error": "[opal: this tool call has no recorded result]"}
+    assert res.report.converted["tool_result:synthesized"] == 1 and res.prefix == 3

@@ -21,7 +21,8 @@ def _is_id(v: Any) -> bool:
 
 def is_conversation(rec: Mapping[str, Any]) -> bool:
     """Whether Qwen Code walks this record as part of the conversation chain: a record
-    of its types with valid identity fields that is not an artifact or sources record."""
+    of its types with identity fields (a uuid, a sessionId, a parentUuid string or null) that is not an artifact or sources record."""
     return (rec.get("type") in TYPES and _is_id(rec.get("uuid")) and _is_id(rec.get("sessionId"))
-            and (rec.get("parentUuid") is None or _is_id(rec.get("parentUuid")))
+            # an empty parentUuid is a root, as Qwen Code walks it
+            and (rec.get("parentUuid") is None or isinstance(rec.get("parentUuid"), str))
             and not (rec.get("type") == "system" and rec.get("subtype") in SIDE_SUBTYPES))

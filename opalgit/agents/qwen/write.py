@@ -115,9 +115,10 @@ class _Writer:
         if isinstance(new.get("cwd"), str) and new["cwd"] != self.cwd:
             self.old_cwds[new["cwd"]] = None
             new["cwd"] = self.cwd
+        if not self.out:
+            # Qwen Code checks the file's first line, whatever it is, against the project.
+            new["cwd"] = self.cwd
         if is_conversation(new):
-            if not self.out or not any(isinstance(r, dict) and is_conversation(r) for r in self.out):
-                new["cwd"] = self.cwd
             if new.get("parentUuid") != self.last:
                 new["parentUuid"] = self.last
                 self.relinked += 1
