@@ -81,12 +81,20 @@ def claim(obj: Any) -> float:
     """How surely a parsed line is a Claude Code transcript line (see :func:`~.base.sniff_lines`):
     certain for a type only Claude Code writes, or a typed line linked into the uuid tree;
     less for a typed line that only names its ``sessionId`` (other formats name sessions too)."""
-    if not isinstance(obj, dict):
+    if not isinstance(obj, dict) or _foreign_shape(obj):
         return 0.0
     kind = obj.get("type")
     if kind in _CLAUDE_TYPES or (isinstance(kind, str) and any(k in obj for k in _LINK_KEYS)):
         return CERTAIN
     return 0.75 if isinstance(kind, str) and "sessionId" in obj else 0.0
+
+
+def _foreign_shape(obj: dict) -> bool:
+    """A line with Claude Code's identity keys that Claude Code never writes: a Gemini-style
+    ``message`` (``parts``, no ``content``) or a ``systemPayload``, as Qwen Code's records have."""
+    msg = obj.get("message")
+    return "systemPayload" in obj or (isinstance(msg, dict) and isinstance(msg.get("parts"), list)
+                                      and "content" not in msg)
 
 
 def sniff(path: str, head: bytes) -> float:
