@@ -26,7 +26,7 @@ TWO_TURN = os.path.join(GEN, "two-turn.jsonl")
 BRANCH = os.path.join(GEN, "branch.jsonl")
 PARALLEL = glob.glob(os.path.join(GEN, "structures", "parallel", "*.jsonl"))[0]
 SAMPLES = [TWO_TURN, BRANCH, PARALLEL]
-FOREIGN = [e.abspath for e in real_corpus.CORPUS if e.agent in real_corpus.AGENTS][:40]
+FOREIGN = [p for a in real_corpus.AGENTS for p in [e.abspath for e in real_corpus.CORPUS if e.agent == a][:15]]
 
 adapter = agents.get("pi")
 
@@ -151,7 +151,9 @@ def test_a_record_dropped_from_the_middle_is_relinked_and_reported(tmp_path):
 def _claude_turns() -> list[ExportTurn]:
     def t(role, blocks, rid=None):
         rec = {"type": role if role != "tool" else "user", "message": {"id": rid, "content": []}}
-        return ExportTurn(Turn.from_record("claude", rec), Normal(role=role, blocks=blocks, time=1_700_000_000_000))
+        label = "attachment:environment" if role == "meta" else ""
+        return ExportTurn(Turn.from_record("claude", rec), Normal(role=role, blocks=blocks, time=1_700_000_000_000,
+                                                                   label=label))
     return [
         t("meta", []),
         t("user", [{"type": "text", "text": "hi"}]),
@@ -187,7 +189,7 @@ def test_a_foreign_session_becomes_pi_messages_with_a_true_report(tmp_path):
     assert res.report.to_json() == {
         "converted": {"tool_call:kept": 1, "tool_call:mapped": 2, "tool_result:synthesized": 1},
         "dropped": {"reasoning:signed": 1, "record:meta:claude": 1, "tool_result:orphan": 1},
-        "notes": [],
+        "notes": ["bookkeeping records with no Pi counterpart were left out: attachment:environment x1"],
     }
     assert res.prefix == 0
 
@@ -286,3 +288,33 @@ def test_sniff_claims_a_header_and_pi_entries_only():
     entry = jsonl.dumps(_lines(TWO_TURN)[4]) + b"\n"
     assert 0 < adapter.sniff("x", entry) < 0.9
     assert adapter.sniff("x", b'{"type":"session","id":"x"}\n') == 0  # no cwd nor timestamp: not Pi's
+
+
+def test_the_other_adapters_refuse_pi_files():
+    for name in ("claude", "codex", "gemini"):
+        other = agents.get(name)
+        for path in SAMPLES:
+            with open(path, "rb") as fh:
+                assert not other.sniff(path, fh.read(65536)), (name, path)
+
+
+def _halves(path: str, tmp_path, upto: int):
+    data = open(path, "rb").read()
+    lines = data.split(b"\n")
+    grown = tmp_path / "grown.jsonl"
+    grown.write_bytes(b"\n".join(lines[:upto]) + b"\n")
+    first = adapter.read(str(grown))
+    grown.write_bytes(data)
+    return first, adapter.read(str(grown), start=first.end, first_line=first.lines + 1, state=first.state)
+
+
+def test_an_incremental_read_extends_the_line_pi_resumes(tmp_path):
+    first, more = _halves(TWO_TURN, tmp_path, 9)
+    assert more.extends and more.views[0].leaf == _lines(TWO_TURN)[-1]["id"]
+    assert more.state["leaf"] == more.views[0].leaf and first.count + more.count == adapter.read(TWO_TURN).count
+
+
+def test_a_branch_made_after_an_import_reads_the_whole_file_again(tmp_path):
+    # branch.jsonl's first 16 lines are the two turns; the rest goes on from turn 1's answer.
+    first, more = _halves(BRANCH, tmp_path, 16)
+    assert len(first.views) == 1 and not more.extends and more.views == []

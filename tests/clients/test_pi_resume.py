@@ -24,6 +24,7 @@ import pytest
 from opalgit.agents.pi.files import project_key
 
 from . import harness
+from . import test_structured_sessions as structures
 from .drivers import pi
 from .harness import ANSWER1, ANSWER2, PROMPT1, PROMPT2
 from .history import history_of
@@ -203,3 +204,19 @@ def test_a_malformed_pi_session_is_one_error_naming_file_and_line(pi_session, tm
     assert "Traceback" not in proc.stderr
     assert f"{bad}:1" in proc.stderr and "Pi session header" in proc.stderr, proc.stderr
     assert subprocess.run(["git", "for-each-ref"], cwd=project, capture_output=True, text=True).stdout == before
+
+
+PARALLEL_PAIRS = [("pi", t) for t in ("pi", "claude", "codex", "gemini")] + [(s, "pi") for s in ("claude", "codex", "gemini")]
+
+
+@pytest.mark.parametrize("source,target", PARALLEL_PAIRS, ids=[f"{s}-to-{t}" for s, t in PARALLEL_PAIRS])
+def test_parallel_calls_resume_with_pi(source, target, tmp_path):
+    """The genuine parallel-calls sessions (tests/fixtures/<agent>/generated/structures/parallel):
+    a reply's calls stay one reply, each with its own result, Pi as source or as target."""
+    harness.require_client(target)
+    exp = structures._expected(source, "parallel")
+    env = dict(os.environ)
+    project = structures._import(exp["path"], source, tmp_path, env)
+    report, root, got = structures._export_and_resume(target, project, tmp_path, env)
+    print(f"\nloss report {source} -> {target} (parallel): {json.dumps(report['report'], sort_keys=True)}")
+    structures._check_resume(exp, target, report, root, got)

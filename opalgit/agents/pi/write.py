@@ -91,6 +91,7 @@ class _Writer:
         self.prefix = 0  # leading lines that are the request's first records (see ExportResult.prefix)
         self.verbatim = True
         self.conv: _Converter | None = None
+        self.meta_notes: dict[str, int] = {}  # label -> count of the foreign bookkeeping left out
         self.counter = 0
 
     def new_id(self) -> str:
@@ -120,8 +121,7 @@ class _Writer:
             self.verbatim = False
             return
         if self.conv is not None:
-            self.conv.close()
-            self.conv = None
+            self._retire()
         rec = record_of(et.turn)
         if not self.lines:
             self._header(rec if is_header(rec) else None)
@@ -169,9 +169,18 @@ class _Writer:
         self.lines.append({"type": "message", "id": eid, "parentId": self.last, "timestamp": stamp, "message": msg})
         self.last = eid
 
+    def _retire(self) -> None:
+        assert self.conv is not None
+        self.conv.close()
+        self.meta_notes.update({k: self.meta_notes.get(k, 0) + v for k, v in self.conv.meta.items()})
+        self.conv = None
+
     def finish(self) -> tuple[list[dict], int]:
         if self.conv is not None:
-            self.conv.close()
+            self._retire()
+        if self.meta_notes:
+            families = ", ".join(f"{k} x{v}" for k, v in sorted(self.meta_notes.items()))
+            self.report.note(f"bookkeeping records with no Pi counterpart were left out: {families}")
         if not self.lines:
             self._header(None)
         return self.lines, self.prefix
@@ -188,6 +197,7 @@ class _Converter:
         self.pending: dict[str, str] = {}  # call id -> tool name, for calls without a result yet
         self.later: list[tuple[Normal, list[dict]]] = []  # text that waits for the pending results
         self.model = (req.session.model if req.session is not None else None) or "unknown"
+        self.meta: dict[str, int] = {}  # label -> count of the bookkeeping records left out
 
     def _ms(self, normal: Normal) -> int:
         return normal.time if normal.time is not None else self.req.now_ms
@@ -279,6 +289,8 @@ class _Converter:
         role = normal.role
         if role == "meta":
             self.report.drop(f"record:meta:{agent}")
+            label = normal.label or "unlabelled"
+            self.meta[label] = self.meta.get(label, 0) + 1
             return
         results = [b for b in normal.blocks if b.get("type") == "tool_result"]
         rest = [b for b in normal.blocks if b.get("type") != "tool_result"]
