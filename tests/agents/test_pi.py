@@ -24,8 +24,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(os.path.dirname(HERE), "fixtures", "pi", "generated")
 TWO_TURN = os.path.join(GEN, "two-turn.jsonl")
 BRANCH = os.path.join(GEN, "branch.jsonl")
+COMPACT = os.path.join(GEN, "compact.jsonl")
 PARALLEL = glob.glob(os.path.join(GEN, "structures", "parallel", "*.jsonl"))[0]
-SAMPLES = [TWO_TURN, BRANCH, PARALLEL]
+SAMPLES = [TWO_TURN, BRANCH, COMPACT, PARALLEL]
 FOREIGN = [p for a in real_corpus.AGENTS for p in [e.abspath for e in real_corpus.CORPUS if e.agent == a][:15]]
 
 adapter = agents.get("pi")
@@ -318,3 +319,14 @@ def test_a_branch_made_after_an_import_reads_the_whole_file_again(tmp_path):
     # branch.jsonl's first 16 lines are the two turns; the rest goes on from turn 1's answer.
     first, more = _halves(BRANCH, tmp_path, 16)
     assert len(first.views) == 1 and not more.extends and more.views == []
+
+
+def test_a_genuine_compaction_is_the_summary_pi_sends_as_a_user_turn():
+    result = adapter.read(COMPACT)
+    rows = _lines(COMPACT)
+    at = next(i for i, e in enumerate(rows) if e["type"] == "compaction")
+    normal = result.records[at].normal
+    assert normal.role == "user"
+    assert normal.blocks == [{"type": "text", "text": reader.COMPACTION_SUMMARY_PREFIX + rows[at]["summary"]
+                              + reader.COMPACTION_SUMMARY_SUFFIX}]
+    assert len(result.views) == 1 and result.views[0].indices == list(range(len(rows)))

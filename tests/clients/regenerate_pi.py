@@ -6,6 +6,9 @@
   answer of turn 1 with the ``/opal-branch`` extension command (``ctx.navigateTree``, what
   ``/tree`` does) and sends :data:`~tests.clients.drivers.pi.B_PROMPT`: the real client writes a
   second child of that answer, so the file's tree has two branches.
+* ``compact.jsonl``: the two turns, then a run that compacts the session with the
+  ``/opal-compact`` extension command (``ctx.compact``, what ``/compact`` does) and sends
+  :data:`~tests.clients.drivers.pi.C_PROMPT`: a genuine ``compaction`` entry.
 * ``structures/parallel/``: written by ``python -m tests.clients.regenerate pi`` (parallel calls).
 
 Run from the repository root (needs scripts/install-agents.sh first)::
@@ -42,7 +45,7 @@ def _answer_entry(path: Path, text: str) -> str:
     raise SystemExit(f"{path}: no assistant entry says {text!r}")
 
 
-def generate(branch: bool) -> dict:
+def generate(kind: str) -> dict:
     root = harness.make_root(prefix="opal-gen-pi-")
     try:
         t1, t2 = pi.scripts(root.project)
@@ -54,12 +57,14 @@ def generate(branch: bool) -> dict:
             path = pi.pi_session_file(root, sid)
             if path is None or not all(r.ok for r in runs):
                 raise SystemExit("pi failed:\n" + "\n".join(r.describe() for r in runs))
-            if branch:
+            if kind == "branch":
                 runs.append(pi.make_branch(root, srv, sid, _answer_entry(path, harness.ANSWER1)))
+            elif kind == "compact":
+                runs.append(pi.make_compaction(root, srv, sid))
             if not all(r.ok for r in runs) or srv.remaining or srv.exhausted or srv.errors:
                 raise SystemExit(f"pi: the run failed or the script did not fit ({srv.remaining} left, "
                                  f"{srv.exhausted} unanswered, {srv.errors})\n" + "\n".join(r.describe() for r in runs))
-        name = "branch.jsonl" if branch else "two-turn.jsonl"
+        name = f"{kind}.jsonl"
         OUT.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, OUT / name)
         last = srv.model_requests[-1]
@@ -75,7 +80,7 @@ def main(argv: list[str]) -> int:
     if reason:
         print(f"pi: skipped: {reason}", file=sys.stderr)
         return 1
-    expected = [generate(branch=False), generate(branch=True)]
+    expected = [generate(kind) for kind in ("two-turn", "branch", "compact")]
     (OUT / "expected.json").write_text(json.dumps(expected, indent=1, ensure_ascii=False) + "\n")
     for e in expected:
         print(f"{e['file']}: {e['runs']} runs, {e['model_requests']} model requests")

@@ -220,3 +220,29 @@ def test_parallel_calls_resume_with_pi(source, target, tmp_path):
     report, root, got = structures._export_and_resume(target, project, tmp_path, env)
     print(f"\nloss report {source} -> {target} (parallel): {json.dumps(report['report'], sort_keys=True)}")
     structures._check_resume(exp, target, report, root, got)
+
+
+def test_a_session_the_real_pi_compacted_resumes_as_pi_sent_it(tmp_path):
+    """Into Pi, the compaction stays Pi's: the resumed request is what Pi itself sent after it
+    (the summary and the entries it kept); into Claude, the summary is a user turn of the history."""
+    harness.require_client("pi")
+    root = harness.make_root(tmp_path, prefix="pi-compact-")
+    t1, _ = pi.scripts(root.project)
+    with harness.mock_for("pi", t1) as srv:
+        sid = str(uuid.uuid4())
+        runs = [pi.run_pi(root, srv.port, PROMPT1, session_id=sid, server=srv)]
+        runs.append(pi.make_compaction(root, srv, sid))
+        assert all(r.ok for r in runs) and not srv.remaining, "\n".join(r.describe() for r in runs)
+        live = [tuple(i) for i in history_of(srv.model_requests[-1].body, "pi")]
+    path = pi.pi_session_file(root, sid)
+    summary = next(json.loads(x)["summary"] for x in path.read_text().splitlines() if '"type":"compaction"' in x)
+    assert any(summary in str(i[1]) for i in live if i[0] == "user"), live
+    env = dict(os.environ)
+    project, _ = _import(path, "pi", tmp_path, env)
+    _, got = _resume("pi", harness.make_root(tmp_path, prefix="c-to-pi-"), "HEAD", project, env)
+    assert _shape(got) == _shape(live) + [("assistant", _norm(pi.C_ANSWER)), ("user", NEW_PROMPT)], got
+    if harness.have_client("claude"):
+        res, got = _resume("claude", harness.make_root(tmp_path, prefix="c-to-claude-"), "HEAD", project, env)
+        print(f"\nloss report pi (compacted) -> claude: {json.dumps(res['report'], sort_keys=True)}")
+        assert any(summary in str(i[1]) for i in got if i[0] == "user"), got
+        assert ("user", _norm(PROMPT1)) in _shape(got) and _shape(got)[-1] == ("user", NEW_PROMPT)

@@ -61,6 +61,19 @@ export default function (pi) {
 }
 """
 
+#: A Pi extension whose ``/opal-compact`` command compacts the session now (``ctx.compact``, what
+#: ``/compact`` does), waiting for the summary: the real client then writes a ``compaction`` entry.
+COMPACT_EXTENSION = """\
+export default function (pi) {
+  pi.registerCommand("opal-compact", {
+    description: "Compact the session now (as /compact does)",
+    handler: async (args, ctx) => {
+      await new Promise((resolve, reject) => ctx.compact({ onComplete: resolve, onError: reject }));
+    },
+  });
+}
+"""
+
 
 def pi_env(root: Root, port: int) -> dict[str, str]:
     env = base_env(root, node22=True)
@@ -111,8 +124,7 @@ def _header_id(path: Path) -> str | None:
 def pi_session_file(root: Root, session_id: str) -> Path | None:
     """The file whose header's id is ``session_id`` (Pi looks sessions up by it)."""
     base = root.home / ".pi" / "agent" / "sessions"
-    hits = [p for p in base.glob("*/*.jsonl") if p.name.endswith(f"_{session_id}.jsonl") or _header_id(p) == session_id]
-    hits = [p for p in hits if _header_id(p) == session_id]
+    hits = [p for p in base.glob("*/*.jsonl") if _header_id(p) == session_id]
     return max(hits, key=lambda p: p.stat().st_size) if hits else None
 
 
@@ -151,7 +163,7 @@ DRIVER = Driver(
     scripts=scripts,
     parallel_turns=parallel_turns,
     node22=True,
-    extra={"branch_extension": BRANCH_EXTENSION},
+    extra={"branch_extension": BRANCH_EXTENSION, "compact_extension": COMPACT_EXTENSION},
 )
 
 
@@ -173,3 +185,25 @@ def make_branch(root: Root, server: MockServer, session_id: str, at: str, *,
     server.add(*branch_script())
     return run_pi(root, server.port, [f"/opal-branch {at}", B_PROMPT], resume=session_id, timeout=timeout,
                   extra_args=["-e", str(ext)], server=server)
+
+
+C_PROMPT = "CTURN: after the compaction, go on"
+C_ANSWER = "Going on after the compaction. [cturn-done]"
+
+
+def make_compaction(root: Root, server: MockServer, session_id: str, *, timeout: float = DEFAULT_TIMEOUT) -> RunResult:
+    """One more run of the real Pi on ``session_id``: ``/opal-compact`` (the extension above; Pi's
+    summary request declares no tools, so the mock answers it without using the script), then
+    :data:`C_PROMPT`. ``compaction.keepRecentTokens`` is set tiny so that a two-turn session
+    has something to compact (Pi's default keeps the last 20,000 tokens)."""
+    settings = root.home / ".pi" / "agent" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"compaction": {"keepRecentTokens": 10}}))
+    ext = root.path / "opal-compact.js"
+    ext.write_text(COMPACT_EXTENSION)
+    server.add(Reply(C_ANSWER))
+    try:
+        return run_pi(root, server.port, ["/opal-compact", C_PROMPT], resume=session_id, timeout=timeout,
+                      extra_args=["-e", str(ext)], server=server)
+    finally:
+        settings.unlink()
