@@ -330,3 +330,16 @@ def test_a_genuine_compaction_is_the_summary_pi_sends_as_a_user_turn():
     assert normal.blocks == [{"type": "text", "text": reader.COMPACTION_SUMMARY_PREFIX + rows[at]["summary"]
                               + reader.COMPACTION_SUMMARY_SUFFIX}]
     assert len(result.views) == 1 and result.views[0].indices == list(range(len(rows)))
+
+
+def test_trim_rewrites_a_tool_result_in_place():
+    records = adapter.read(TWO_TURN).records
+    result = next(r for r in records if r.normal.role == "tool")
+    cid = result.normal.blocks[0]["call_id"]
+    seen = []
+    trimmed = adapter.replace_tool_outputs(result.turn, lambda c, text: seen.append((c, text)) or "[trimmed]")
+    assert seen == [(cid, result.normal.blocks[0]["output"])]
+    assert adapter.normalize(trimmed).blocks[0]["output"] == "[trimmed]"
+    assert trimmed.record["id"] == result.turn.record["id"] and trimmed.record["message"]["toolCallId"] == cid
+    assert adapter.replace_tool_outputs(result.turn, lambda c, text: None) is None
+    assert adapter.replace_tool_outputs(records[4].turn, lambda c, text: "x") is None  # not a result

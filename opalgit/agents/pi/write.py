@@ -47,9 +47,9 @@ from opalgit.agents.base import (
 from opalgit.agents.pi.files import AGENT, file_name, project_folder
 from opalgit.agents.pi.read import is_header
 from opalgit.errors import InputError
-from opalgit.history.model import Normal
+from opalgit.history.model import Normal, Turn
 
-__all__ = ["NO_RESULT", "export"]
+__all__ = ["NO_RESULT", "export", "replace_tool_outputs"]
 
 #: The result written for a call that has none in the exported history.
 NO_RESULT = "(no result was recorded for this call when the session was moved to Pi)"
@@ -343,3 +343,23 @@ class _Converter:
         msg = self._assistant(normal, reply)
         msg["content"].append({"type": "toolCall", "id": cid, "name": name, "arguments": args})
         self.pending[cid] = name
+
+
+def replace_tool_outputs(turn: Turn, replace: Callable[[str, str], str | None]) -> Turn | None:
+    """A copy of a Pi ``toolResult`` entry with its text blocks rewritten by
+    ``replace(toolCallId, text)`` (``opal trim``), or None when nothing changes; its other
+    blocks (images) and fields are kept."""
+    rec = record_of(turn) if turn.agent == AGENT else None
+    msg = rec.get("message") if isinstance(rec, dict) and rec.get("type") == "message" else None
+    if not isinstance(msg, dict) or msg.get("role") != "toolResult" or not isinstance(msg.get("content"), list):
+        return None
+    cid = msg.get("toolCallId") if isinstance(msg.get("toolCallId"), str) else ""
+    changed = False
+    content: list[Any] = []
+    for blk in msg["content"]:
+        if isinstance(blk, dict) and blk.get("type") == "text" and isinstance(blk.get("text"), str):
+            new = replace(cid, blk["text"])
+            if isinstance(new, str) and new != blk["text"]:
+                blk, changed = {**blk, "text": new}, True
+        content.append(blk)
+    return Turn.from_record(AGENT, {**rec, "message": {**msg, "content": content}}) if changed else None
