@@ -46,6 +46,7 @@ BUILTIN = {
     "codex": "opalgit.agents.codex.adapter:CodexAdapter",
     "gemini": "opalgit.agents.gemini.adapter:GeminiAdapter",
     "qwen": "opalgit.agents.qwen.adapter:QwenAdapter",
+    "pi": "opalgit.agents.pi.adapter:PiAdapter",
 }
 
 _specs: dict[str, str] | None = None  # every known adapter: name -> "module:Class"

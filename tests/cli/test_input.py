@@ -216,6 +216,8 @@ def test_a_line_longer_than_any_agent_writes_is_refused_not_read_whole(tmp_path,
     if agent == "codex":
         first = (b'{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"x",'
                  b'"cwd":"/p","originator":"codex_cli_rs","cli_version":"0.1"}}\n')
+    if agent == "pi":
+        first = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
     path.write_bytes(first + b'{"x":"' + b"a" * (3 << 20) + b'"}\n')
     with pytest.raises(InputError) as exc:
         adapters.get(agent).read(str(path))

@@ -1,0 +1,1 @@
+"""Pi (npm ``@earendil-works/pi-coding-agent``): its session files, read and written."""
