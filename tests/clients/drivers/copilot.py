@@ -11,6 +11,8 @@ Its tools (from the request's declared schemas): ``bash {command, description}``
 
 from __future__ import annotations
 
+import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Sequence
@@ -22,6 +24,13 @@ from . import Driver
 
 def copilot_home(root: "harness.Root") -> Path:
     return root.home / ".copilot"
+
+
+def pkg_cache() -> Path:
+    """Where the native binary unpacks its 235 MB JavaScript package (``COPILOT_PKG_CACHE_HOME``;
+    by default ``~/.cache/copilot/pkg``, 6 to 10 s again in every fresh HOME). Shared by the runs
+    of this machine's user: it holds only the client's own code, under its version's name."""
+    return Path(tempfile.gettempdir()) / f"opal-copilot-pkg-{os.getuid()}"
 
 
 def env(root: "harness.Root", port: int) -> dict[str, str]:
@@ -37,6 +46,7 @@ def env(root: "harness.Root", port: int) -> dict[str, str]:
         COPILOT_PROVIDER_MAX_OUTPUT_TOKENS="8192",
         COPILOT_AUTO_UPDATE="false",
         COPILOT_HOME=str(copilot_home(root)),
+        COPILOT_PKG_CACHE_HOME=str(pkg_cache()),
     )
     return out
 
