@@ -213,3 +213,26 @@ def test_sessions_are_found_by_folder_and_id_under_copilot_home(tmp_path):
     assert COPILOT.find_session(sid[:8], env).id == sid
     assert COPILOT.find_session("../x", env) is None
     assert COPILOT.find_sessions(cwd, {"HOME": str(tmp_path / "elsewhere")}) == []
+
+
+def test_a_malformed_log_is_one_input_error_and_no_commit(tmp_path, project):
+    """Through the command line: a log whose first line is not JSON is refused with the file,
+    the line and what to do, no traceback, and nothing is recorded; a bad line inside is kept."""
+    from tests.conftest import opal
+
+    folder = tmp_path / "session-state" / "bad"
+    folder.mkdir(parents=True)
+    bad = folder / "events.jsonl"
+    bad.write_bytes(b"{truncated\n" + open(TWO_TURN, "rb").read())
+    assert opal("init", cwd=project).returncode == 0
+    proc = opal("commit", "--file", str(bad), "--agent", "copilot", "-m", "bad", cwd=project)
+    assert proc.returncode == InputError.exit_code, proc.stderr
+    assert f"{bad}:1" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "events.jsonl" in proc.stderr and "hint" in proc.stderr.lower(), proc.stderr
+    assert "copilot session" not in opal("log", cwd=project).stdout
+
+    lines = open(TWO_TURN, "rb").read().split(b"\n")
+    lines.insert(5, b"{not json")
+    bad.write_bytes(b"\n".join(lines))
+    proc = opal("commit", "--file", str(bad), "--agent", "copilot", "-m", "copilot session", cwd=project)
+    assert proc.returncode == 0 and f"{bad}:6: not JSON" in proc.stderr, proc.stderr

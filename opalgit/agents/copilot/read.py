@@ -166,7 +166,7 @@ def normalize_record(rec: Any) -> Normal:
         return _result(data, t)
     if kind == "system.message":
         return Normal(role="meta", blocks=[{"type": "text", "text": _text(data.get("content"))}], time=t,
-                      label="copilot:system")
+                      label="system.message")
     return Normal(role="meta", time=t, label=kind)
 
 

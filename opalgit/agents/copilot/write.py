@@ -154,6 +154,7 @@ class _Writer:
         self.in_prefix = True
         self.first_prompt: str | None = None
         self.conv: _Converter | None = None
+        self.left_out: dict[str, int] = {}  # the labels of the foreign meta records left out
 
     # -- ids and lines
 
@@ -195,6 +196,9 @@ class _Writer:
                 self.conv.feed(et.turn.agent, et.normal, reply_id(et.turn))
         if self.conv is not None:
             self.conv.finish()
+        if self.left_out:
+            self.report.note("records with no Copilot counterpart (another agent's bookkeeping) were left out: "
+                             + ", ".join(f"{k} x{n}" for k, n in sorted(self.left_out.items())))
         return b"".join(line + b"\n" for line in self.lines)
 
     def _start(self) -> None:
@@ -316,6 +320,8 @@ class _Converter:
             self.reply = reply
         if role == "meta":
             self.report.drop(f"record:meta:{agent}")
+            label = f"{agent}:{normal.label}" if normal.label else agent
+            self.w.left_out[label] = self.w.left_out.get(label, 0) + 1
             if normal.label == "codex:context":
                 self.flush()
             return
