@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -236,3 +237,39 @@ def test_a_malformed_log_is_one_input_error_and_no_commit(tmp_path, project):
     bad.write_bytes(b"\n".join(lines))
     proc = opal("commit", "--file", str(bad), "--agent", "copilot", "-m", "copilot session", cwd=project)
     assert proc.returncode == 0 and f"{bad}:6: not JSON" in proc.stderr, proc.stderr
+
+
+def test_opal_commit_finds_the_folders_session_under_copilot_home(tmp_path, project):
+    """``opal commit --agent copilot`` in the project folder takes the Copilot session whose
+    workspace.yaml names that folder, with its side files."""
+    from tests.conftest import opal
+
+    folder = os.path.dirname(TWO_TURN)
+    sid = os.path.basename(folder)
+    home = tmp_path / "copilot-home"
+    target = home / "session-state" / sid
+    shutil.copytree(folder, target)
+    workspace = target / "workspace.yaml"
+    old = json.loads(open(TWO_TURN).readline())["data"]["context"]["cwd"]
+    workspace.write_text(workspace.read_text().replace(f"cwd: {old}\n", f"cwd: {project}\n"))
+    env = {"COPILOT_HOME": str(home)}
+    assert opal("init", cwd=project, env=env).returncode == 0
+    proc = opal("commit", "--agent", "copilot", "-m", "found", "--json", cwd=project, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["committed"] and out["turns"] == 12, out  # 2 prompts, 6 replies, 4 results
+    tree = subprocess.run(["git", "ls-tree", "-r", "--name-only", "refs/opal/heads/main"], cwd=project,
+                          capture_output=True, text=True, check=True).stdout
+    assert "side/workspace.yaml" in tree and "side/rewind-file-snapshots/index.json" in tree, tree
+
+
+def test_trim_rewrites_a_result_as_a_native_event():
+    r = COPILOT.read(TWO_TURN)
+    rec = next(x for x in r.records if x.normal.role == "tool")
+    cid = rec.normal.blocks[0]["call_id"]
+    new = COPILOT.replace_tool_outputs(rec.turn, lambda call, text: "[trimmed]" if call == cid else None)
+    assert new is not None and new.record["data"]["result"]["content"] == "[trimmed]"
+    assert COPILOT.normalize(new).blocks[0]["output"] == "[trimmed]"
+    assert new.record["data"]["toolCallId"] == cid and new.record["id"] == rec.turn.record["id"]
+    user = next(x for x in r.records if x.normal.role == "user")
+    assert COPILOT.replace_tool_outputs(user.turn, lambda call, text: "x") is None
