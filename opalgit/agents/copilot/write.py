@@ -197,7 +197,7 @@ class _Writer:
         if self.conv is not None:
             self.conv.finish()
         if self.left_out:
-            self.report.note("records with no Copilot counterpart (another agent's bookkeeping) were left out: "
+            self.report.note("bookkeeping records with no Copilot counterpart were left out: "
                              + ", ".join(f"{k} x{n}" for k, n in sorted(self.left_out.items())))
         return b"".join(line + b"\n" for line in self.lines)
 
@@ -320,7 +320,7 @@ class _Converter:
             self.reply = reply
         if role == "meta":
             self.report.drop(f"record:meta:{agent}")
-            label = f"{agent}:{normal.label}" if normal.label else agent
+            label = normal.label or "unlabelled"
             self.w.left_out[label] = self.w.left_out.get(label, 0) + 1
             if normal.label == "codex:context":
                 self.flush()
