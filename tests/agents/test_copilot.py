@@ -52,8 +52,9 @@ def _export(path, tmp_path, *, drop=lambda i, rec: False, agent=COPILOT, cwd=Non
     source = agent.read(path)
     records = list(source.iter_records(source.views[0].indices))
     turns = [ExportTurn(r.turn, r.normal) for i, r in enumerate(records) if not drop(i, r)]
-    cwd = cwd or tmp_path / "project"
-    os.makedirs(cwd, exist_ok=True)
+    if cwd is None:
+        cwd = tmp_path / "project"
+        os.makedirs(cwd, exist_ok=True)
     req = ExportRequest(turns=turns, session=source.session, cwd=str(cwd), session_id=NEW_ID,
                         env={"HOME": str(tmp_path / "home"), "COPILOT_HOME": str(tmp_path / "cp")},
                         now_ms=1_767_225_600_000, side=dict(source.side))
@@ -273,3 +274,11 @@ def test_trim_rewrites_a_result_as_a_native_event():
     assert new.record["data"]["toolCallId"] == cid and new.record["id"] == rec.turn.record["id"]
     user = next(x for x in r.records if x.normal.role == "user")
     assert COPILOT.replace_tool_outputs(user.turn, lambda call, text: "x") is None
+
+
+def test_an_export_to_the_sessions_own_folder_keeps_its_context(tmp_path):
+    cwd = json.loads(open(TWO_TURN).readline())["data"]["context"]["cwd"]
+    _, result = _export(TWO_TURN, tmp_path, cwd=cwd)
+    new, old = _events(result.files[0][0]), _events(TWO_TURN)
+    assert new[0]["data"]["context"] == old[0]["data"]["context"]
+    assert "context:cwd:rewritten" not in result.report.converted

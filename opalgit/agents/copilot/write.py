@@ -211,8 +211,8 @@ class _Writer:
     def _context(self, data: dict) -> bool:
         """Move a ``context``'s folders to ``cwd``; True when anything changed."""
         ctx = data.get("context")
-        if not isinstance(ctx, dict):
-            return False
+        if not isinstance(ctx, dict) or self.old_cwd == self.req.cwd:
+            return False  # exported to the session's own folder: its context still holds
         changed = False
         cwd = _moved(ctx.get("cwd"), self.old_cwd, self.req.cwd)
         if cwd != ctx.get("cwd"):
