@@ -5,7 +5,8 @@ mock) is committed (``opal commit --file``), exported (``opal export --to``) and
 target's real client; the request it sends holds the whole history, compared by texts (Copilot
 resumes a log whose results were lost too, inventing "interrupted" results, so counts alone prove
 nothing). Both ways: Copilot into itself and into Claude Code, Codex and Gemini, and each of
-those agents' genuine sessions into Copilot; after ``opal rewind`` and on a branch too. Then a
+those agents' genuine sessions into Copilot; after ``opal rewind`` and on a branch too; the
+genuine parallel-call sessions (replies with three, then two, calls) the same ways. Then a
 secret in a tool's output: what Copilot masks itself and what opal redacts, end to end.
 """
 
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from . import harness
+from . import test_structured_sessions as structured
 from .harness import ANSWER1, PROMPT2
 from .history import history_of
 from .mockservers import Reply, ToolCall
@@ -189,3 +192,46 @@ def test_a_redacted_token_from_another_agent_is_not_masked_again(tmp_path):
     _opal("init", cwd=other, env=env)
     again = _opal("commit", "--file", res["files"][0], "--agent", "copilot", "-m", "resumed", cwd=other, env=env)
     assert "1 secret replaced by placeholders" in again.stderr, again.stderr
+
+
+# ---------------------------------------------------------------------------
+# replies with several calls at once (the genuine parallel-call sessions)
+
+PARALLEL_PAIRS = [(a, "copilot") for a in OTHERS] + [("copilot", t) for t in ["copilot", *OTHERS]]
+
+
+def _parallel_expected(client: str) -> dict:
+    if client != "copilot":
+        return structured._expected(client, "parallel")
+    folder = harness.REPO / "tests" / "fixtures" / "copilot" / "generated" / "parallel"
+    exp = json.loads((folder / "expected.json").read_text())
+    exp["path"] = folder / exp["file"]
+    return exp
+
+
+def _import_parallel(exp: dict, client: str, tmp: Path, env: dict) -> Path:
+    if client != "copilot":
+        return structured._import(exp["path"], client, tmp, env)
+    # The whole session folder, where Copilot keeps it, so its side files are committed too.
+    folder = exp["path"].parent
+    copy = tmp / "src" / "session-state" / folder.name
+    shutil.copytree(folder, copy)
+    project = tmp / "opal-project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    _opal("init", cwd=project, env=env)
+    _opal("commit", "--file", str(copy / "events.jsonl"), "--agent", "copilot", "-m", "parallel", cwd=project, env=env)
+    return project
+
+
+@pytest.mark.parametrize("source,target", PARALLEL_PAIRS, ids=[f"{s}-to-{t}" for s, t in PARALLEL_PAIRS])
+def test_parallel_calls_resume_together_with_their_results(source, target, tmp_path):
+    """Each reply's calls stay one reply, each paired with its own real result (Copilot finishes
+    them out of order and sends them in call order; Claude sends them as they finished)."""
+    harness.require_client(target)
+    exp = _parallel_expected(source)
+    env = _env()
+    project = _import_parallel(exp, source, tmp_path, env)
+    report, root, got = structured._export_and_resume(target, project, tmp_path, env)
+    print(f"\nloss report (parallel) {source} -> {target}: {json.dumps(report['report'], sort_keys=True)}")
+    structured._check_resume(exp, target, report, root, got)
