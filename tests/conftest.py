@@ -24,7 +24,7 @@ def _hermetic_env() -> None:
         os.environ[var] = os.path.join(_HOME, "." + var.lower())
     os.environ["GIT_CONFIG_GLOBAL"] = os.path.join(_HOME, ".gitconfig")
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GIT_DIR", "GIT_WORK_TREE", "NO_COLOR"):
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", "GEMINI_CLI_HOME", "GIT_DIR", "GIT_WORK_TREE", "NO_COLOR"):
         os.environ.pop(var, None)
     os.environ["OPAL_NO_PAGER"] = "1"
     # No server setting, as a user has it: commands run in their own process and start

@@ -47,6 +47,7 @@ BUILTIN = {
     "gemini": "opalgit.agents.gemini.adapter:GeminiAdapter",
     "qwen": "opalgit.agents.qwen.adapter:QwenAdapter",
     "pi": "opalgit.agents.pi.adapter:PiAdapter",
+    "copilot": "opalgit.agents.copilot.adapter:CopilotAdapter",
 }
 
 _specs: dict[str, str] | None = None  # every known adapter: name -> "module:Class"

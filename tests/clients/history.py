@@ -284,6 +284,15 @@ def _chat(body: dict) -> list[Item]:
     return out
 
 
+_COPILOT_DATETIME = re.compile(r"^<current_datetime>[^<]*</current_datetime>\n\n")
+
+
+def _copilot(body: dict) -> list[Item]:
+    """Chat completions, each prompt without the ``<current_datetime>`` tag GitHub Copilot CLI
+    puts before it (its ``transformedContent``; it sends the stored one again on resume)."""
+    return [Item("user", _COPILOT_DATETIME.sub("", i[1])) if i[0] == "user" else i for i in _chat(body)]
+
+
 # ---------------------------------------------------------------------------
 
 
@@ -336,7 +345,7 @@ def history_of(request_body: Any, client: str, *, collapse_duplicates: bool = Tr
         "opencode": _chat,
         "qwen": _chat,
         "pi": _chat,
-        "copilot": _chat,
+        "copilot": _copilot,
     }.get(client)
     if fn is None:
         raise ValueError(f"unknown client {client!r}")
