@@ -141,3 +141,23 @@ def test_a_broken_import_is_reported_with_how_to_clean_up(opencode_session, tmp_
     msg = str(info.value) + " " + str(getattr(info.value, "hint", ""))
     assert "opencode import failed" in msg and "does not undo" in msg, msg
     assert "opencode session delete" in msg or "nothing arrived" in msg, msg
+
+
+PARALLEL = harness.REPO / "tests" / "fixtures" / "opencode" / "generated" / "structures" / "parallel"
+
+
+@pytest.mark.parametrize("target", ["opencode", "claude"])
+def test_the_parallel_calls_fixture_resumes_with_its_history(target, tmp_path):
+    """The genuine parallel-calls session (three, then two calls in one step): committed from the
+    fixture, exported, resumed; the history is the one opencode itself sent last, then the answer
+    and the new prompt (calls as calls with their results; the ids and paths are the target's)."""
+    harness.require_client("opencode")
+    harness.require_client(target)
+    exp = json.loads((PARALLEL / "expected.json").read_text())
+    gs = type("G", (), {"path": PARALLEL / exp["file"], "client": "opencode"})()
+    project, _ = _import(gs, tmp_path)
+    root = harness.make_root(tmp_path, prefix=f"par-{target}-")
+    report, got = _resume(target, root, "HEAD", project)
+    want = [tuple(i) for i in exp["history"]] + [("assistant", exp["final_answer"]), ("user", NEW_PROMPT)]
+    assert _shape(got) == _shape(want), (report["report"], got)
+    assert report["report"]["dropped"].get("tool_result:orphan", 0) == 0

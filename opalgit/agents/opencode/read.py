@@ -112,6 +112,10 @@ def _load(path: str) -> tuple[bytes, Any, list[Any] | None]:
     except ValueError:
         first = None
     if not is_session(first):
+        if first is not None and not (isinstance(first, dict) and "info" in first):
+            kind = "an object" if isinstance(first, dict) else type(first).__name__
+            raise NotThisAgent(f"the first line is {kind} without an opencode session's info; this is not {OWN}",
+                               path=path, line=1, hint=HINT, own=OWN, named_line=1)
         if whole.lineno == 1 and not text.lstrip().startswith("{"):
             raise NotThisAgent(f"the first line is not JSON ({whole.msg}); this is not {OWN}", path=path, line=1,
                                hint=HINT, own=OWN)
