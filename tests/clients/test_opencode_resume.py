@@ -7,9 +7,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from opalgit import agents
+from opalgit.agents.base import ExportRequest, ExportTurn
+from opalgit.agents.opencode import write
+from opalgit.errors import InputError
 
 from . import harness
 from .drivers import opencode as oc
@@ -126,16 +132,13 @@ def test_a_broken_import_is_reported_with_how_to_clean_up(opencode_session, tmp_
     del doc["messages"][3]["parts"][1]["type"]  # a late message's part: the earlier ones get in
     bad = root.path / "bad.json"
     bad.write_text(json.dumps(doc))
-    from opalgit.agents.base import ExportRequest, ExportTurn
-    from opalgit import agents
     ad = agents.get("opencode")
     src = ad.read(str(gs.path))
     # The real exporter's import step, on the damaged file (the export itself never writes one).
-    from opalgit.agents.opencode import write
     req = ExportRequest(turns=[ExportTurn(r.turn, r.normal) for r in src.records], session=src.session,
                         cwd=str(root.project), session_id="0c0ffee0-0000-4000-8000-000000000001", env=env,
                         now_ms=1_800_000_000_000)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(InputError) as info:
         write._import(req, str(bad), doc["info"]["id"], len(doc["messages"]),
                       sum(len(m["parts"]) for m in doc["messages"]))
     msg = str(info.value) + " " + str(getattr(info.value, "hint", ""))
@@ -161,3 +164,28 @@ def test_the_parallel_calls_fixture_resumes_with_its_history(target, tmp_path):
     want = [tuple(i) for i in exp["history"]] + [("assistant", exp["final_answer"]), ("user", NEW_PROMPT)]
     assert _shape(got) == _shape(want), (report["report"], got)
     assert report["report"]["dropped"].get("tool_result:orphan", 0) == 0
+
+
+def test_the_resumed_session_commits_from_the_database_and_exports_again(opencode_session, tmp_path):
+    """The workflow a user runs: commit, export, resume in opencode, commit the resumed session
+    (found in opencode's database, read read-only), export that state and resume it again: the
+    second resume sees the first resume's turn too, and a commit with nothing new says so."""
+    project, env = _import(opencode_session, tmp_path)
+    root = harness.make_root(tmp_path, prefix="flow-")
+    report, _ = _resume("opencode", root, "HEAD", project)
+    oenv = _env_for("opencode", root)
+    db = root.home / ".local" / "share" / "opencode" / "opencode.db"
+    before = db.stat().st_mtime_ns
+    out = json.loads(_opal("commit", "--agent", "opencode", "--session", report["session_id"], "--json",
+                           cwd=project, env=oenv).stdout)
+    assert out["new_turns"] >= 2, out
+    shown = json.dumps([json.loads(_opal("show", f"HEAD:{n}", "--json", cwd=project, env=oenv).stdout)
+                        for n in range(out["turns"] - out["new_turns"] + 1, out["turns"] + 1)])
+    assert NEW_PROMPT in shown and "[turn3-done]" in shown
+    assert db.stat().st_mtime_ns == before, "opal wrote opencode's database"
+    again = subprocess.run([sys.executable, "-m", "opalgit", "commit", "--agent", "opencode", "--session",
+                            report["session_id"]], cwd=project, env=oenv, capture_output=True, text=True)
+    assert "nothing to commit" in again.stdout + again.stderr, again
+    root2 = harness.make_root(tmp_path, prefix="flow2-")
+    _, got = _resume("opencode", root2, "HEAD", project)
+    assert ("user", NEW_PROMPT) in got and ("assistant", "Noted. [turn3-done]") in got, got
