@@ -45,6 +45,7 @@ BUILTIN = {
     "claude": "opalgit.agents.claude.adapter:ClaudeAdapter",
     "codex": "opalgit.agents.codex.adapter:CodexAdapter",
     "gemini": "opalgit.agents.gemini.adapter:GeminiAdapter",
+    "opencode": "opalgit.agents.opencode.adapter:OpencodeAdapter",
 }
 
 _specs: dict[str, str] | None = None  # every known adapter: name -> "module:Class"

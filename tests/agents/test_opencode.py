@@ -108,7 +108,9 @@ def test_sessions_of_a_folder_come_from_the_database_read_only(tmp_path):
     env = {"HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data")}
     found = files.find_sessions(doc["info"]["directory"], env)
     assert [f.id for f in found] == [doc["info"]["id"]]
-    assert json.load(open(found[0].path)) == doc  # the mirror is what `opencode export` printed
+    assert json.load(open(found[0].path)) == doc  # the mirror is what `opencode export` printed,
+    with open(TWO_TURN, "rb") as fh:  # byte for byte (a REAL cost of 0.0 printed as JavaScript's 0)
+        assert open(found[0].path, "rb").read() == fh.read()
     assert open(db, "rb").read() == before
     again = files.find_session(doc["info"]["id"], env)
     assert again is not None and again.path == found[0].path and again.mtime == found[0].mtime

@@ -344,7 +344,7 @@ def export(req: ExportRequest) -> ExportResult:
     path = os.path.join(folder, f"{sid}.json")
     parts = sum(len(m["parts"]) for m in w.out)
     post = [lambda: _import(req, path, sid, len(w.out), parts)]
-    return ExportResult(files=[(path, dump(doc))], session_id=sid, resume=["opencode", "run", "--session", sid],
+    return ExportResult(files=[(path, dump(doc))], session_id=sid, resume=["opencode", "--session", sid],
                         report=report, post=post)
 
 
