@@ -196,3 +196,30 @@ def test_the_opencode_tools_round_trip_through_shared_actions():
         assert back[2] and back[0] == name, (name, back)
         assert {k: v for k, v in back[1].items() if k != "description"} == \
             {k: v for k, v in args.items() if k != "description"}, (name, back)
+
+
+def test_the_command_line_refuses_a_malformed_export_in_one_line_and_records_nothing(tmp_path, home):
+    """`opal commit --file` on a truncated export, the wrong type, a bad message: exit 5, one
+    error naming the file (and line), a hint, no traceback, no ref changed; a good export then commits."""
+    from tests.conftest import git, opal
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    git("init", "-q", str(project))
+    assert opal("init", cwd=project).returncode == 0
+    data = open(TWO_TURN, "rb").read()
+    cases = {"truncated.json": data[: len(data) // 2], "list.json": b"[1, 2, 3]\n",
+             "bad-message.json": data.replace(b'"role": "assistant"', b'"role": "robot"', 1)}
+    before = git("for-each-ref", "refs/opal", cwd=str(project)).stdout
+    for name, body in cases.items():
+        path = tmp_path / name
+        path.write_bytes(body)
+        for extra in ([], ["--agent", "opencode"]):
+            r = opal("commit", "--file", str(path), *extra, cwd=project)
+            assert r.returncode == 5, (name, extra, r.stdout, r.stderr)
+            first = r.stderr.splitlines()[0]
+            assert first.startswith(f"opal: error: {path}"), (name, first)
+            assert "hint:" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert git("for-each-ref", "refs/opal", cwd=str(project)).stdout == before
+    r = opal("commit", "--file", TWO_TURN, cwd=project)
+    assert r.returncode == 0 and "from opencode session ses_dcaa" in r.stdout, r.stderr

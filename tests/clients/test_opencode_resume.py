@@ -39,6 +39,9 @@ def _env_for(target: str, root) -> dict:
         oc.write_config(root, 9)
         own = oc.env(root, 9)
         env.update({k: v for k, v in own.items() if k != "PATH"})
+        # Where opencode looks with only HOME set: opal must look there too, whatever this machine's XDG_* say.
+        env.update(XDG_DATA_HOME=str(root.home / ".local" / "share"), XDG_CONFIG_HOME=str(root.home / ".config"),
+                   XDG_CACHE_HOME=str(root.home / ".cache"))
         env["PATH"] = str(harness.client_bin("opencode").parent) + os.pathsep + env.get("PATH", "")
     return env
 

@@ -49,10 +49,7 @@ def env(root: Root, port: int) -> dict[str, str]:
         OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1",
         OPENCODE_DISABLE_SHARE="1", OPENCODE_DISABLE_DEFAULT_PLUGINS="1", OPENCODE_DISABLE_CLAUDE_CODE="1",
         OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
-        # Its own data and config folders under HOME (no XDG variable of this machine leaks in).
-        XDG_DATA_HOME=str(root.home / ".local" / "share"), XDG_CONFIG_HOME=str(root.home / ".config"),
-        XDG_CACHE_HOME=str(root.home / ".cache"), XDG_STATE_HOME=str(root.home / ".local" / "state"),
-    )
+    )  # no XDG_* variable: opencode's data and config are then under HOME (.local/share, .config)
     return e
 
 
