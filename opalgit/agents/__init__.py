@@ -48,6 +48,7 @@ BUILTIN = {
     "qwen": "opalgit.agents.qwen.adapter:QwenAdapter",
     "pi": "opalgit.agents.pi.adapter:PiAdapter",
     "copilot": "opalgit.agents.copilot.adapter:CopilotAdapter",
+    "opencode": "opalgit.agents.opencode.adapter:OpencodeAdapter",
 }
 
 _specs: dict[str, str] | None = None  # every known adapter: name -> "module:Class"

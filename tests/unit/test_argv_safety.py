@@ -294,6 +294,7 @@ AUDITED = {
     ("opalgit/store/repo.py", "Repository._git_date", "gitcmd.run"): "fixed arguments (var GIT_AUTHOR_IDENT / GIT_COMMITTER_IDENT); the date goes to git in the environment, never in argv",
     ("opalgit/cli/demo.py", "run_demo", "subprocess.run"): "git init of an absolute path opal made",
     ("opalgit/cli/commands/resume.py", "resume", "subprocess.call"): "the agent by its PATH name; the session id is a fresh UUID",
+    ("opalgit/agents/opencode/write.py", "_import", "subprocess.run"): "opencode (found on PATH) import FILE: the absolute path of the export opal wrote, no shell",
     ("opalgit/server/client.py", "spawn", "subprocess.Popen"): "this interpreter on opal's own code, socket path and idle time",
     ("bench/util.py", "run", "subprocess.Popen"): "the bench's own commands on paths it generated",
     ("bench/util.py", "isolated_python", "subprocess.run"): "fixed -c programs",
