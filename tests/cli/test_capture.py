@@ -1,0 +1,197 @@
+"""``opal capture`` end to end with real git: the CLI, and the hook run as an agent runs it.
+
+The hook is run the way the agents run it, ``sh -c COMMAND`` with the event on stdin,
+COMMAND read from the settings file ``opal capture install`` wrote; the sessions are
+genuine files written by the real clients (tests/fixtures/*/generated). The real
+clients themselves: tests/clients/test_capture.py.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, opal
+
+CLAUDE = Path(FIXTURES) / "claude" / "generated" / "structures" / "parallel" / "9c1a0cf1-b5ef-4382-8774-15ac3cd697de.jsonl"
+GEMINI = Path(FIXTURES) / "gemini" / "generated" / "structures" / "parallel" / "session-2026-12-01T21-54-aec503dd.jsonl"
+
+
+def _ok(*args, cwd, **kw) -> subprocess.CompletedProcess:
+    res = opal(*args, cwd=cwd, **kw)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def _command(project: Path, agent: str) -> str:
+    path = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json", "gemini": ".gemini/settings.json"}[agent]
+    data = json.loads((project / path).read_text())
+    groups = data["hooks"]["Stop" if agent != "gemini" else "AfterAgent"]
+    return groups[-1]["hooks"][0]["command"]
+
+
+def _hook(command: str, stdin: bytes, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", command], input=stdin, cwd=str(cwd), capture_output=True, timeout=60)
+
+
+def _event(session: str, transcript: Path, cwd: Path, event: str = "Stop") -> bytes:
+    return json.dumps({"session_id": session, "transcript_path": str(transcript), "cwd": str(cwd),
+                       "hook_event_name": event}).encode()
+
+
+def _wait(project: Path, timeout: float = 60.0) -> None:
+    """Until the capture queue is empty and no worker holds its lock (bounded)."""
+    cap = project / ".git" / "opal" / "capture"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not list((cap / "queue").glob("*.json")):
+            with open(cap / "worker.lock", "a") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except OSError:
+                    pass
+        time.sleep(0.05)
+    raise AssertionError("the capture worker did not finish")
+
+
+def _log(project: Path) -> list[dict]:
+    path = project / ".git" / "opal" / "capture" / "log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_install_twice_and_uninstall_keep_the_users_hooks_byte_for_byte(project):
+    (project / ".claude").mkdir()
+    mine = b'{\n  "hooks": {\n    "Stop": [{"hooks": [{"type": "command", "command": "echo mine"}]}]\n  }\n}\n'
+    (project / ".claude" / "settings.json").write_bytes(mine)
+    out = _ok("capture", "install", cwd=project).stdout
+    assert "Initialized opal" in out and out.count("installed") >= 3
+    first = {p: (project / p).read_bytes() for p in (".claude/settings.json", ".codex/hooks.json", ".gemini/settings.json")}
+    again = _ok("capture", "install", cwd=project)
+    assert again.stdout.count("unchanged") == 3
+    assert {p: (project / p).read_bytes() for p in first} == first
+    stop = json.loads(first[".claude/settings.json"])["hooks"]["Stop"]
+    assert stop[0]["hooks"][0]["command"] == "echo mine" and "capturehook.py" in stop[1]["hooks"][0]["command"]
+    status = _ok("capture", "status", cwd=project).stdout
+    assert status.count("installed") >= 3
+    _ok("capture", "uninstall", cwd=project)
+    assert (project / ".claude" / "settings.json").read_bytes() == mine
+    assert not (project / ".codex").exists() and not (project / ".gemini").exists()
+
+
+def test_codex_install_says_what_the_user_must_do(project):
+    res = _ok("capture", "install", "--agent", "codex", cwd=project)
+    said = res.stdout + res.stderr
+    assert "/hooks" in said and "trust" in said and "--dangerously-bypass-hook-trust" in said
+    assert "codex_hooks" in said  # the older releases' feature flag
+
+
+def test_a_broken_settings_file_is_refused_by_name(project):
+    (project / ".gemini").mkdir()
+    broken = b'{"hooks": {"AfterAgent": [\n'
+    (project / ".gemini" / "settings.json").write_bytes(broken)
+    res = opal("capture", "install", "--agent", "gemini", cwd=project)
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert ".gemini/settings.json" in res.stderr and "not valid JSON" in res.stderr and "Traceback" not in res.stderr
+    assert (project / ".gemini" / "settings.json").read_bytes() == broken
+
+
+def test_user_scope_install(project, home):
+    _ok("capture", "install", "--agent", "claude", "--user", cwd=project)
+    assert "capturehook.py" in (home / ".claude" / "settings.json").read_text()
+    _ok("capture", "uninstall", "--agent", "claude", "--user", cwd=project)
+    assert not (home / ".claude" / "settings.json").exists()
+
+
+def test_every_event_commits_the_new_turns_to_the_sessions_branch(project, tmp_path):
+    _ok("capture", "install", "--agent", "claude", cwd=project)
+    cmd = _command(project, "claude")
+    lines = CLAUDE.read_bytes().splitlines(keepends=True)
+    session = tmp_path / f"{CLAUDE.stem}.jsonl"
+    session.write_bytes(b"".join(lines[: len(lines) // 2]))
+    res = _hook(cmd, _event(CLAUDE.stem, session, project), project)
+    assert (res.returncode, res.stdout) == (0, b""), res
+    _wait(project)
+    session.write_bytes(b"".join(lines))  # the agent goes on: more turns
+    assert _hook(cmd, _event(CLAUDE.stem, session, project, "SessionEnd"), project).returncode == 0
+    _wait(project)
+    log = _log(project)
+    assert [e["level"] for e in log] == ["info", "info"], log
+    assert len(_ok("log", "--format", "%H", "main", cwd=project).stdout.split()) == 2
+    nothing = opal("commit", "--file", str(session), cwd=project)
+    assert "nothing to commit" in nothing.stdout + nothing.stderr
+    status = _ok("capture", "status", cwd=project).stdout
+    assert CLAUDE.stem[:8] in status and "on main" in status
+
+
+def test_a_second_session_gets_a_branch_of_its_own(project, tmp_path):
+    _ok("capture", "install", cwd=project)
+    claude = tmp_path / CLAUDE.name
+    shutil.copy(CLAUDE, claude)
+    gemini = tmp_path / GEMINI.name
+    shutil.copy(GEMINI, gemini)
+    _hook(_command(project, "claude"), _event(CLAUDE.stem, claude, project), project)
+    _wait(project)
+    _hook(_command(project, "gemini"), _event("aec503dd-gemini", gemini, project, "AfterAgent"), project)
+    _wait(project)
+    branches = _ok("branch", cwd=project).stdout
+    assert "main" in branches and "gemini-aec503dd" in branches, branches
+    assert not [e for e in _log(project) if e["level"] == "error"]
+
+
+def test_a_compaction_waits_until_its_turns_are_committed(project, tmp_path):
+    _ok("capture", "install", "--agent", "claude", cwd=project)
+    session = tmp_path / CLAUDE.name
+    shutil.copy(CLAUDE, session)
+    res = _hook(_command(project, "claude"), _event(CLAUDE.stem, session, project, "PreCompact"), project)
+    assert res.returncode == 0
+    # no wait here: the hook returned only once the worker had committed
+    assert [e["event"] for e in _log(project) if e["level"] == "info"] == ["PreCompact"]
+    assert _ok("log", "--format", "%H", "main", cwd=project).stdout.split()
+
+
+@pytest.mark.parametrize("junk", [b"", b"not json", b"[1,2]", b'{"hook_event_name": "Stop"}', b"\xff" * 10,
+                                  b"{" * 100_000])
+def test_junk_on_stdin_is_logged_and_the_agent_sees_nothing(project, junk):
+    _ok("capture", "install", "--agent", "codex", cwd=project)
+    res = _hook(_command(project, "codex"), junk, project)
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    errors = [e for e in _log(project) if e["level"] == "error"]
+    assert len(errors) == 1 and "nothing captured" in errors[0]["message"]
+    assert "nothing captured" in _ok("capture", "status", cwd=project).stdout
+
+
+def test_a_repository_without_opal_is_skipped_and_left_alone(project, home, tmp_path):
+    # installed for the user; this project never ran 'opal init'
+    _ok("capture", "install", "--agent", "claude", "--user", cwd=tmp_path)
+    cmd = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]["Stop"][-1]["hooks"][0]["command"]
+    before = sorted(os.listdir(project / ".git"))
+    res = _hook(cmd, _event(CLAUDE.stem, CLAUDE, project), project)
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    assert sorted(os.listdir(project / ".git")) == before  # nothing created in the repository
+    status = _ok("capture", "status", cwd=project).stdout
+    assert "not set up" in status and "1 turn(s) skipped here" in status
+    skipped = Path(os.environ["XDG_STATE_HOME"]) / "opal" / "capture-skipped.log"
+    assert "run 'opal init' there" in skipped.read_text()
+    # outside any git repository too
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    assert _hook(cmd, _event("x", CLAUDE, outside), outside).returncode == 0
+    assert "is not inside a git repository" in skipped.read_text()
+
+
+def test_the_opal_command_runs_the_same_hook(project, tmp_path):
+    _ok("init", cwd=project)
+    session = tmp_path / CLAUDE.name
+    shutil.copy(CLAUDE, session)
+    res = opal("capture", "hook", "--agent", "claude", cwd=project, input=_event(CLAUDE.stem, session, project).decode())
+    assert (res.returncode, res.stdout) == (0, "")
+    _wait(project)
+    assert [e["level"] for e in _log(project)] == ["info"]
