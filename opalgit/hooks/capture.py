@@ -18,7 +18,8 @@ the steps left to the user); this module edits those JSON files. The rules:
   event's value not a list) is refused with an error naming it, and never written.
 
 opal's hooks are recognised by their command, which runs
-:mod:`opalgit.hooks.capturehook` (``.../opalgit/hooks/capturehook.py AGENT``).
+``opalgit/hooks/capturehook.sh`` (``sh .../capturehook.sh PYTHON AGENT EVENT``; see
+:mod:`opalgit.hooks.capturework`).
 """
 
 from __future__ import annotations
@@ -38,18 +39,17 @@ from opalgit.agents.claude import capture as claude_capture
 from opalgit.agents.codex import capture as codex_capture
 from opalgit.agents.gemini import capture as gemini_capture
 from opalgit.errors import InputError, UsageError
-from opalgit.hooks import capturehook
+from opalgit.hooks import capturework
 from opalgit.structs import dataclass, field
 
 AGENTS: dict[str, ModuleType] = {"claude": claude_capture, "codex": codex_capture, "gemini": gemini_capture}
 SCOPES = ("project", "user")
-_OURS = re.compile(r"opalgit[/\\]hooks[/\\]capturehook\.py")
-SCRIPT = os.path.abspath(capturehook.__file__)
+_OURS = re.compile(r"opalgit[/\\]hooks[/\\]capturehook\.sh")
 
 
-def hook_command(agent: str, python: str) -> str:
-    """The shell command opal's hook runs (the agents run it through ``sh -c``)."""
-    return f"{shlex.quote(python)} -I -S {shlex.quote(SCRIPT)} {agent}"
+def hook_command(agent: str, python: str, event: str) -> str:
+    """The shell command opal's hook for ``event`` runs (the agents run it through a shell)."""
+    return f"sh {shlex.quote(capturework.SCRIPT)} {shlex.quote(python)} {agent} {event}"
 
 
 def _is_ours(hook: object) -> bool:
@@ -149,17 +149,18 @@ def strip(data: dict, keep: dict | None = None) -> tuple[dict, int]:
     return data, removed
 
 
-def add(data: dict, agent: str, command: str) -> dict:
-    """``data`` with opal's hook (and no other opal hook) at the end of each event's list."""
+def add(data: dict, agent: str, python: str) -> dict:
+    """``data`` with opal's hook (and no other opal hook) at the end of each event's list;
+    ``python``: the interpreter of the opal the hooks run."""
     spec = AGENTS[agent]
     out, _ = strip(data, keep=data)
     hooks = out.setdefault("hooks", {})
     for event in spec.EVENTS:
-        hooks.setdefault(event, []).append(spec.group(command))
+        hooks.setdefault(event, []).append(spec.group(hook_command(agent, python, event)))
     return out
 
 
-def state_of(data: dict, agent: str, command: str) -> str:
+def state_of(data: dict, agent: str, python: str) -> str:
     """``installed`` (opal's current hook on every event, and no other of opal's),
     ``outdated`` (opal's hooks, but not all of them current), or ``absent``."""
     hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
@@ -169,7 +170,7 @@ def state_of(data: dict, agent: str, command: str) -> str:
     if not any(ours.values()):
         return "absent"
     events = AGENTS[agent].EVENTS
-    good = all(ours.get(ev) == [command] for ev in events) and not any(v for ev, v in ours.items() if ev not in events)
+    good = all(ours.get(ev) == [hook_command(agent, python, ev)] for ev in events) and not any(v for ev, v in ours.items() if ev not in events)
     return "installed" if good else "outdated"
 
 
@@ -181,7 +182,7 @@ def records_file(scope: str, opal_dir: str | None, env: Mapping[str, str]) -> st
     project's settings, the user's state folder for the user's."""
     if scope == "project" and opal_dir:
         return os.path.join(opal_dir, "capture", "installed.json")
-    return os.path.join(os.path.dirname(capturehook.skipped_log(env)), "capture-installed.json")
+    return os.path.join(os.path.dirname(capturework.skipped_log(env)), "capture-installed.json")
 
 
 def _records(path: str) -> dict:
@@ -230,15 +231,15 @@ class Change:
     steps: list[str] = field(default_factory=list)
 
 
-def install_file(agent: str, scope: str, path: str, command: str, records: str) -> Change:
+def install_file(agent: str, scope: str, path: str, python: str, records: str) -> Change:
     raw = _read(path)
     data = parse(path, raw)
     spec = AGENTS[agent]
     steps = list(spec.steps(scope, path))
-    state = state_of(data, agent, command)
+    state = state_of(data, agent, python)
     if state == "installed":
         return Change(agent, scope, path, "unchanged", "already installed", steps)
-    new = render(add(data, agent, command), raw)
+    new = render(add(data, agent, python), raw)
     recs = _records(records)
     rec = recs.get(path)
     if not (isinstance(rec, dict) and rec.get("after") == _sha(raw)):
@@ -297,12 +298,12 @@ class AgentStatus:
     detail: str = ""
 
 
-def file_status(agent: str, scope: str, path: str, command: str) -> AgentStatus:
+def file_status(agent: str, scope: str, path: str, python: str) -> AgentStatus:
     try:
         raw = _read(path)
         if raw is None:
             return AgentStatus(agent, scope, path, "no file")
-        return AgentStatus(agent, scope, path, state_of(parse(path, raw), agent, command))
+        return AgentStatus(agent, scope, path, state_of(parse(path, raw), agent, python))
     except InputError as exc:
         return AgentStatus(agent, scope, path, "invalid", exc.message)
 
@@ -353,7 +354,7 @@ def report(cwd: str, env: Mapping[str, str], python: str, *, errors: int = 10) -
             if scope == "project" and project is None:
                 continue
             path = settings_path(agent, scope, project, env)
-            agents.append(file_status(agent, scope, path, hook_command(agent, python)))
+            agents.append(file_status(agent, scope, path, python))
     rep = Report(agents, project, bool(repo is not None and repo.initialized))
     if repo is not None and rep.initialized:
         rep.sessions = work.last_captures(repo.opal_dir)
@@ -372,7 +373,7 @@ def report(cwd: str, env: Mapping[str, str], python: str, *, errors: int = 10) -
 def _skipped_here(project: str, env: Mapping[str, str]) -> list[dict]:
     out = []
     try:
-        with open(capturehook.skipped_log(env), encoding="utf-8", errors="replace") as fh:
+        with open(capturework.skipped_log(env), encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
                     item = json.loads(line)

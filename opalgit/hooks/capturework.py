@@ -1,7 +1,11 @@
 """The capture worker: commit the turns the agents' hooks queued, each session on its branch.
 
-:mod:`opalgit.hooks.capturehook` (what an agent's hook runs) puts one file per event in
-``<git common dir>/opal/capture/queue/`` and starts this in the background. One worker
+``capturehook.sh`` (what an agent's hook runs) puts one file per event in
+``<git common dir>/opal/capture/queue/`` (the agent and the folder on two lines, then
+the event's JSON as the agent gave it) and starts this in the background
+(``drain OPAL_DIR``), or, in a repository without opal, only this (``skip AGENT CWD``),
+which notes the skip in the user's ``$XDG_STATE_HOME/opal/capture-skipped.log`` and
+creates nothing in the repository. One worker
 at a time drains the queue (``capture/worker.lock``, an OS file lock: a killed worker
 releases it at once); a worker that finds it taken exits, and the one holding it looks
 at the queue again after letting go, so an event queued at any moment is committed by
@@ -29,7 +33,6 @@ from typing import Iterator, Mapping
 from opalgit import fileio
 from opalgit.errors import NothingToDoError, OpalError
 from opalgit.hooks import queue as hookqueue
-from opalgit.hooks.capturehook import log
 from opalgit.store.repo import Repository
 
 CAPTURE_DIR = "capture"
@@ -39,27 +42,103 @@ SESSIONS = "sessions.json"
 CRASH = "crash"
 
 
+#: An event is a few hundred bytes; a queue file longer than this is junk.
+MAX_EVENT = 1 << 20
+#: The capture log (a line per captured turn) and the skipped-repository log are cut
+#: to their newer half past these sizes.
+LOG_LIMIT = 1024 * 1024
+SKIPPED_LIMIT = 256 * 1024
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capturehook.sh")
+
+
 def capture_dir(opal_dir: str) -> str:
     return os.path.join(opal_dir, CAPTURE_DIR)
 
 
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _append(path: str, record: dict, limit: int) -> None:
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with contextlib.suppress(OSError):
+        if os.path.getsize(path) > limit:
+            with open(path, "rb") as fh:
+                fh.seek(-limit // 2, os.SEEK_END)
+                tail = fh.read()
+            fileio.replace_atomically(path, tail[tail.find(b"\n") + 1:], sync=False)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def log(opal_dir: str, level: str, message: str, **fields) -> None:
+    _append(os.path.join(capture_dir(opal_dir), LOG), {"time": _now(), "level": level, "message": message, **fields},
+            LOG_LIMIT)
+
+
+def skipped_log(env: Mapping[str, str]) -> str:
+    base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or "/", ".local", "state")
+    return os.path.join(base, "opal", "capture-skipped.log")
+
+
+def skip(agent: str, cwd: str, common: str, env: Mapping[str, str]) -> None:
+    """Note that a turn of a repository without opal was not captured (``opal capture
+    status`` there says so); nothing is created in the repository."""
+    why = (f"opal is not set up in the git repository at {os.path.dirname(common.rstrip(os.sep))}: "
+           "run 'opal init' there" if common else f"{cwd} is not inside a git repository")
+    _append(skipped_log(env), {"time": _now(), "agent": agent, "cwd": cwd, "message": "capture skipped: " + why},
+            SKIPPED_LIMIT)
+
+
 def queued(opal_dir: str) -> list[str]:
-    """The queue's files, oldest first (their names start with the time in ns)."""
+    """The queue's files, oldest first (by the time they were written)."""
     folder = os.path.join(capture_dir(opal_dir), QUEUE)
     try:
-        names = os.listdir(folder)
+        names = [n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
     except FileNotFoundError:
         return []
-    return [os.path.join(folder, n) for n in sorted(names) if n.endswith(".json") and not n.startswith(".")]
+    def when(name: str) -> tuple[int, str]:
+        try:
+            return os.stat(os.path.join(folder, name)).st_mtime_ns, name
+        except FileNotFoundError:
+            return 0, name
+    return [os.path.join(folder, n) for n in sorted(names, key=when)]
 
 
 def read_entry(path: str) -> dict | None:
+    """A queue file as ``{agent, cwd, time, event, session, transcript}`` (None: gone);
+    ``error`` says what is wrong with an event that is not one."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            entry = json.load(fh)
-    except (OSError, ValueError):
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_EVENT + 1)
+            when = os.fstat(fh.fileno()).st_mtime
+    except OSError:
         return None
-    return entry if isinstance(entry, dict) else None
+    agent, _, rest = raw.partition(b"\n")
+    cwd, _, body = rest.partition(b"\n")
+    entry = {"agent": agent.decode("utf-8", "replace"), "cwd": cwd.decode("utf-8", "replace"),
+             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))}
+    try:
+        payload = json.loads(body.decode("utf-8")) if len(body) <= MAX_EVENT else None
+    except (ValueError, UnicodeDecodeError):
+        payload = None
+    if not isinstance(payload, dict):
+        entry["error"] = (f"{entry['agent']} hook gave no JSON object on stdin ({len(body)} bytes: {body[:60]!r}); "
+                          "nothing captured")
+        return entry
+    sid, transcript, event = (payload.get(k) for k in ("session_id", "transcript_path", "hook_event_name"))
+    entry["event"] = event if isinstance(event, str) else None
+    if isinstance(payload.get("cwd"), str):
+        entry["cwd"] = payload["cwd"]
+    if not (isinstance(sid, str) and sid and isinstance(transcript, str) and transcript):
+        entry["error"] = f"{entry['agent']} {event} hook gave no session_id and transcript_path; nothing captured"
+        return entry
+    entry.update(session=sid, transcript=transcript)
+    return entry
 
 
 @contextlib.contextmanager
@@ -98,8 +177,9 @@ def _process(opal_dir: str, batch: list[str], env: Mapping[str, str]) -> int:
     sessions: dict[tuple[str, str], list[tuple[str, dict]]] = {}
     for path in batch:
         entry = read_entry(path)
-        if entry is None:
-            log(opal_dir, "error", f"unreadable capture queue entry {os.path.basename(path)}; dropped")
+        if entry is None or "error" in entry:
+            if entry is not None:
+                log(opal_dir, "error", entry["error"], agent=entry["agent"], event=entry.get("event"))
             _remove(path)
             continue
         sessions.setdefault((str(entry.get("agent")), str(entry.get("transcript"))), []).append((path, entry))
@@ -191,10 +271,6 @@ def _commit(repo: Repository, env: Mapping[str, str], agent: str, sid: str, tran
     return res.branch, res.oid.hex(), res.new_turns
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def last_captures(opal_dir: str) -> dict[str, dict]:
     """The last capture of each session, by ``AGENT:SESSION``."""
     try:
@@ -229,10 +305,18 @@ def log_entries(opal_dir: str, limit: int = 200) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    """``capturework OPAL_DIR``: what the hook starts in the background."""
-    opal_dir = argv[0]
+    """``drain OPAL_DIR`` or ``skip AGENT CWD COMMON``: what the hook starts in the background."""
+    with contextlib.suppress(OSError):
+        os.setsid()  # the agent's Ctrl-C and exit do not reach the work from now on
+    env = dict(os.environ)
+    if argv[:1] == ["skip"] and len(argv) >= 4:
+        skip(argv[1], argv[2], argv[3], env)
+        return 0
+    opal_dir = argv[1] if argv[:1] == ["drain"] and len(argv) >= 2 else ""
+    if not opal_dir:
+        return 0
     try:
-        drain(opal_dir, dict(os.environ))
+        drain(opal_dir, env)
     except Exception as exc:  # noqa: BLE001 -- nobody waits for this process: the log is where it is said
         log(opal_dir, "error", f"capture worker failed: {type(exc).__name__}: {exc}")
     return 0

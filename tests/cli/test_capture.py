@@ -30,10 +30,11 @@ def _ok(*args, cwd, **kw) -> subprocess.CompletedProcess:
     return res
 
 
-def _command(project: Path, agent: str) -> str:
+def _command(project: Path, agent: str, event: str | None = None) -> str:
+    """The command opal's hook for ``event`` (the turn's end by default) runs, as installed."""
     path = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json", "gemini": ".gemini/settings.json"}[agent]
     data = json.loads((project / path).read_text())
-    groups = data["hooks"]["Stop" if agent != "gemini" else "AfterAgent"]
+    groups = data["hooks"][event or ("Stop" if agent != "gemini" else "AfterAgent")]
     return groups[-1]["hooks"][0]["command"]
 
 
@@ -62,6 +63,14 @@ def _wait(project: Path, timeout: float = 60.0) -> None:
     raise AssertionError("the capture worker did not finish")
 
 
+def _until(what, timeout: float = 60.0) -> None:
+    """Until ``what()`` is true (the work in the background is done), bounded."""
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "the work in the background was not done"
+        time.sleep(0.05)
+
+
 def _log(project: Path) -> list[dict]:
     path = project / ".git" / "opal" / "capture" / "log"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -78,7 +87,7 @@ def test_install_twice_and_uninstall_keep_the_users_hooks_byte_for_byte(project)
     assert again.stdout.count("unchanged") == 3
     assert {p: (project / p).read_bytes() for p in first} == first
     stop = json.loads(first[".claude/settings.json"])["hooks"]["Stop"]
-    assert stop[0]["hooks"][0]["command"] == "echo mine" and "capturehook.py" in stop[1]["hooks"][0]["command"]
+    assert stop[0]["hooks"][0]["command"] == "echo mine" and "capturehook.sh" in stop[1]["hooks"][0]["command"]
     status = _ok("capture", "status", cwd=project).stdout
     assert status.count("installed") >= 3
     _ok("capture", "uninstall", cwd=project)
@@ -105,7 +114,7 @@ def test_a_broken_settings_file_is_refused_by_name(project):
 
 def test_user_scope_install(project, home):
     _ok("capture", "install", "--agent", "claude", "--user", cwd=project)
-    assert "capturehook.py" in (home / ".claude" / "settings.json").read_text()
+    assert "capturehook.sh" in (home / ".claude" / "settings.json").read_text()
     _ok("capture", "uninstall", "--agent", "claude", "--user", cwd=project)
     assert not (home / ".claude" / "settings.json").exists()
 
@@ -150,7 +159,7 @@ def test_a_compaction_waits_until_its_turns_are_committed(project, tmp_path):
     _ok("capture", "install", "--agent", "claude", cwd=project)
     session = tmp_path / CLAUDE.name
     shutil.copy(CLAUDE, session)
-    res = _hook(_command(project, "claude"), _event(CLAUDE.stem, session, project, "PreCompact"), project)
+    res = _hook(_command(project, "claude", "PreCompact"), _event(CLAUDE.stem, session, project, "PreCompact"), project)
     assert res.returncode == 0
     # no wait here: the hook returned only once the worker had committed
     assert [e["event"] for e in _log(project) if e["level"] == "info"] == ["PreCompact"]
@@ -163,6 +172,7 @@ def test_junk_on_stdin_is_logged_and_the_agent_sees_nothing(project, junk):
     _ok("capture", "install", "--agent", "codex", cwd=project)
     res = _hook(_command(project, "codex"), junk, project)
     assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    _wait(project)
     errors = [e for e in _log(project) if e["level"] == "error"]
     assert len(errors) == 1 and "nothing captured" in errors[0]["message"]
     assert "nothing captured" in _ok("capture", "status", cwd=project).stdout
@@ -173,25 +183,26 @@ def test_a_repository_without_opal_is_skipped_and_left_alone(project, home, tmp_
     _ok("capture", "install", "--agent", "claude", "--user", cwd=tmp_path)
     cmd = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]["Stop"][-1]["hooks"][0]["command"]
     before = sorted(os.listdir(project / ".git"))
+    skipped = Path(os.environ["XDG_STATE_HOME"]) / "opal" / "capture-skipped.log"
     res = _hook(cmd, _event(CLAUDE.stem, CLAUDE, project), project)
     assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    _until(lambda: skipped.exists() and str(project) in skipped.read_text())
+    assert "run 'opal init' there" in skipped.read_text()
     assert sorted(os.listdir(project / ".git")) == before  # nothing created in the repository
     status = _ok("capture", "status", cwd=project).stdout
     assert "not set up" in status and "1 turn(s) skipped here" in status
-    skipped = Path(os.environ["XDG_STATE_HOME"]) / "opal" / "capture-skipped.log"
-    assert "run 'opal init' there" in skipped.read_text()
     # outside any git repository too
     outside = tmp_path / "plain"
     outside.mkdir()
     assert _hook(cmd, _event("x", CLAUDE, outside), outside).returncode == 0
-    assert "is not inside a git repository" in skipped.read_text()
+    _until(lambda: "is not inside a git repository" in skipped.read_text())
 
 
 def test_the_opal_command_runs_the_same_hook(project, tmp_path):
     _ok("init", cwd=project)
     session = tmp_path / CLAUDE.name
     shutil.copy(CLAUDE, session)
-    res = opal("capture", "hook", "--agent", "claude", cwd=project, input=_event(CLAUDE.stem, session, project).decode())
+    res = opal("capture", "hook", "--agent", "claude", "--event", "PreCompact", cwd=project,
+               input=_event(CLAUDE.stem, session, project, "PreCompact").decode())
     assert (res.returncode, res.stdout) == (0, "")
-    _wait(project)
-    assert [e["level"] for e in _log(project)] == ["info"]
+    assert [e["level"] for e in _log(project)] == ["info"]  # it waited: a compaction's hook

@@ -37,7 +37,7 @@ def test_install_twice_then_uninstall_gives_the_bytes_back(agent, tmp_path):
     original = ('{\n    "theme": "dark",\n    "hooks": {\n        "%s": [\n            {"matcher": "", "hooks": '
                 '[{"type": "command", "command": "echo mine"}]}\n        ]\n    }\n}' % event).encode()
     path.write_bytes(original)
-    cmd = capture.hook_command(agent, PY)
+    cmd = PY
     first = capture.install_file(agent, "project", str(path), cmd, _records(tmp_path))
     assert first.action == "installed"
     after = path.read_bytes()
@@ -57,7 +57,7 @@ def test_install_twice_then_uninstall_gives_the_bytes_back(agent, tmp_path):
 def test_a_file_that_was_not_there_goes_with_the_folders_opal_made(tmp_path):
     path = tmp_path / "proj" / ".claude" / "settings.json"
     (tmp_path / "proj").mkdir()
-    capture.install_file("claude", "project", str(path), capture.hook_command("claude", PY), _records(tmp_path))
+    capture.install_file("claude", "project", str(path), PY, _records(tmp_path))
     assert path.exists()
     assert capture.uninstall_file("claude", "project", str(path), _records(tmp_path)).action == "restored"
     assert os.listdir(tmp_path / "proj") == []
@@ -66,7 +66,7 @@ def test_a_file_that_was_not_there_goes_with_the_folders_opal_made(tmp_path):
 def test_an_edit_after_install_is_kept_by_uninstall(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"hooks": {"Stop": [USER_HOOK]}}, indent=2) + "\n")
-    capture.install_file("claude", "user", str(path), capture.hook_command("claude", PY), _records(tmp_path))
+    capture.install_file("claude", "user", str(path), PY, _records(tmp_path))
     data = json.loads(path.read_text())
     data["model"] = "opus"
     data["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo later"}]})
@@ -78,12 +78,12 @@ def test_an_edit_after_install_is_kept_by_uninstall(tmp_path):
 
 def test_another_opal_installation_is_replaced_in_place(tmp_path):
     path = tmp_path / "settings.json"
-    capture.install_file("gemini", "user", str(path), capture.hook_command("gemini", "/old/python"), _records(tmp_path))
-    assert capture.file_status("gemini", "user", str(path), capture.hook_command("gemini", PY)).state == "outdated"
-    ch = capture.install_file("gemini", "user", str(path), capture.hook_command("gemini", PY), _records(tmp_path))
+    capture.install_file("gemini", "user", str(path), "/old/python", _records(tmp_path))
+    assert capture.file_status("gemini", "user", str(path), PY).state == "outdated"
+    ch = capture.install_file("gemini", "user", str(path), PY, _records(tmp_path))
     assert ch.action == "updated"
     text = path.read_text()
-    assert "/old/python" not in text and text.count("capturehook.py") == len(capture.AGENTS["gemini"].EVENTS)
+    assert "/old/python" not in text and text.count("capturehook.sh") == len(capture.AGENTS["gemini"].EVENTS)
     assert capture.uninstall_file("gemini", "user", str(path), _records(tmp_path)).action == "restored"
     assert not path.exists()  # there was no file before the first install
 
@@ -100,7 +100,7 @@ def test_a_broken_settings_file_is_refused_and_left_alone(tmp_path, text, what):
     path = tmp_path / "settings.json"
     path.write_bytes(text)
     with pytest.raises(InputError) as err:
-        capture.install_file("claude", "project", str(path), capture.hook_command("claude", PY), _records(tmp_path))
+        capture.install_file("claude", "project", str(path), PY, _records(tmp_path))
     assert str(path) in err.value.message and what in err.value.message
     assert "did not change it" in (err.value.hint or "")
     assert path.read_bytes() == text
@@ -113,8 +113,8 @@ def test_a_linked_settings_file_stays_a_link(tmp_path):
     real.write_text('{"theme": "light"}\n')
     link = tmp_path / "settings.json"
     link.symlink_to(real)
-    capture.install_file("claude", "user", str(link), capture.hook_command("claude", PY), _records(tmp_path))
-    assert link.is_symlink() and "capturehook.py" in real.read_text()
+    capture.install_file("claude", "user", str(link), PY, _records(tmp_path))
+    assert link.is_symlink() and "capturehook.sh" in real.read_text()
     capture.uninstall_file("claude", "user", str(link), _records(tmp_path))
     assert link.is_symlink() and real.read_text() == '{"theme": "light"}\n'
 
@@ -137,7 +137,7 @@ class SettingsMachine(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="opal-capture-machine-")
         self.path = os.path.join(self.dir, "settings.json")
         self.records = os.path.join(self.dir, "records.json")
-        self.cmd = capture.hook_command("claude", PY)
+        self.cmd = PY
         self.model: dict | None = None  # None: no file
         self.installed = False
         self.untouched: bytes | None = None  # the bytes before install, while nobody edited since
@@ -211,7 +211,7 @@ class SettingsMachine(RuleBasedStateMachine):
         if self.installed:  # opal's hook after every user hook that was there at install
             for ev in capture.AGENTS["claude"].EVENTS:
                 cmds = [h.get("command") for g in data["hooks"][ev] for h in g["hooks"]]
-                assert cmds.count(self.cmd) == 1
+                assert cmds.count(capture.hook_command("claude", PY, ev)) == 1
 
     def teardown(self):
         import shutil

@@ -89,7 +89,7 @@ def capture_install(c: Ctx, agent: str, project: bool) -> None:
     changes = []
     for name in capture.agents_for(agent):
         path = capture.settings_path(name, scope, top, os.environ)
-        changes.append(capture.install_file(name, scope, path, capture.hook_command(name, sys.executable), records))
+        changes.append(capture.install_file(name, scope, path, sys.executable, records))
     for ch in changes:
         c.out(f"  {ch.agent:7} {ch.action:10} {ch.path}" + (f" ({ch.detail})" if ch.detail else ""))
     for ch in changes:
@@ -188,17 +188,20 @@ def _show_captures(c: Ctx, rep: capture.Report) -> None:
 
 @capture_group.command("hook", context_settings=CONTEXT)
 @click.option("--agent", "agent", required=True, type=click.Choice(sorted(capture.AGENTS)), help="The agent whose hook this is.")
-def capture_hook(agent: str) -> None:
+@click.option("--event", "event", default="Stop", show_default=True,
+              help="The hook's event (PreCompact and PreCompress wait until the turns are committed).")
+def capture_hook(agent: str, event: str) -> None:
     """Queue the event an agent's hook gives on stdin and commit it in the background.
 
-    What the installed hooks run is the same code without opal's start-up
-    (python -I -S .../opalgit/hooks/capturehook.py AGENT); this command is for a
+    The installed hooks run the same thing without opal's start-up
+    (sh .../opalgit/hooks/capturehook.sh PYTHON AGENT EVENT); this command is for a
     hook you write yourself. Prints nothing and exits 0 whatever happens.
 
     \b
     Examples:
       echo "$EVENT_JSON" | opal capture hook --agent claude
     """
-    from opalgit.hooks import capturehook
+    from opalgit.hooks import capturework
 
-    capturehook.main(["capturehook", agent])
+    sys.stdout.flush()
+    os.execv("/bin/sh", ["sh", capturework.SCRIPT, sys.executable, agent, event])
