@@ -11,8 +11,8 @@ from opalgit.cli.context import CONTEXT, Ctx, pass_ctx
 from opalgit.cli.main import cli
 from opalgit.hooks import capture
 
-_AGENT = click.option("--agent", "agent", default="all", show_default=True, metavar="claude|codex|gemini|all",
-                      help="Which agent's hooks.")
+_AGENT = click.option("--agent", "agent", default="all", show_default=True,
+                      type=click.Choice([*capture.AGENTS, "all"]), help="Which agent's hooks.")
 _SCOPE = click.option("--project/--user", "project", default=True,
                       help="The project's settings (this repository's working tree; the default) or your own "
                            "(~/.claude, ~/.codex, ~/.gemini: every project).")
@@ -189,6 +189,7 @@ def _show_captures(c: Ctx, rep: capture.Report) -> None:
 @capture_group.command("hook", context_settings=CONTEXT)
 @click.option("--agent", "agent", required=True, type=click.Choice(sorted(capture.AGENTS)), help="The agent whose hook this is.")
 @click.option("--event", "event", default="Stop", show_default=True,
+              type=click.Choice(sorted({ev for spec in capture.AGENTS.values() for ev in spec.EVENTS})),
               help="The hook's event (PreCompact and PreCompress wait until the turns are committed).")
 def capture_hook(agent: str, event: str) -> None:
     """Queue the event an agent's hook gives on stdin and commit it in the background.
