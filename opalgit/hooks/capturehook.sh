@@ -47,7 +47,7 @@ done
 
 opal=$common/opal
 if [ -z "$common" ] || [ ! -f "$opal/config" ]; then
-    "$py" -c "$worker" skip "$agent" "$PWD" "$common" </dev/null >/dev/null 2>&1 &
+    (trap '' HUP INT QUIT TERM; exec "$py" -c "$worker" skip "$agent" "$PWD" "$common") </dev/null >/dev/null 2>&1 &
     exit 0
 fi
 
@@ -67,7 +67,18 @@ set +C
 cat >>"$q/.$n.part" 2>/dev/null
 mv -f "$q/.$n.part" "$q/$n.json" 2>/dev/null || exit 0  # whole or absent: the worker never reads half
 
-"$py" -c "$worker" drain "$opal" </dev/null >/dev/null 2>>"$opal/capture/crash" &
+# The worker must outlive the agent: Gemini CLI ends its hooks' process group when it
+# exits (the last turn's events were lost that way). So the signals an agent sends on
+# its way out are ignored from the start (an ignored signal stays ignored across exec,
+# and Python keeps it so) and the worker gets a session of its own, at once where
+# setsid(1) is there, else in its first lines (opalgit/hooks/capturework.py).
+(
+    trap '' HUP INT QUIT TERM
+    if command -v setsid >/dev/null 2>&1; then
+        exec setsid "$py" -c "$worker" drain "$opal"
+    fi
+    exec "$py" -c "$worker" drain "$opal"
+) </dev/null >/dev/null 2>>"$opal/capture/crash" &
 
 case $event in
     PreCompact | PreCompress)

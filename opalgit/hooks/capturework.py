@@ -210,17 +210,28 @@ def _repository(opal_dir: str, cwd: str | None) -> Repository:
     return Repository(os.path.dirname(opal_dir))
 
 
-def branch_for(repo: Repository, agent: str, sid: str) -> str:
-    """Where session ``sid`` of ``agent`` is recorded: the branch that tracks it; else the
-    current branch while it has no state yet; else a new branch ``AGENT-SID8`` (two agents
-    at work in one repository never take turns replacing one branch's session)."""
-    from opalgit.history.states import branch_head, current_branch
+def branch_for(repo: Repository, agent: str, sid: str, transcript: str | None = None) -> str:
+    """Where session ``sid`` of ``agent`` is recorded: the branch that tracks it (or whose
+    head was recorded from ``transcript``: the id a hook gives need not be the one in the
+    file); else the current branch while it has no state yet; else a new branch
+    ``AGENT-SID8`` (two agents at work in one repository never take turns replacing one
+    branch's session)."""
+    from opalgit.history.states import branch_head, current_branch, load_state
     from opalgit.porcelain.sessions import tracked_session
 
-    names = sorted(repo.refs.branches())
+    branches = repo.refs.branches()
+    names = sorted(branches)
     for name in names:
         if tracked_session(repo, name) == (agent, sid):
             return name
+    if transcript:
+        real = os.path.realpath(transcript)
+        for name in names:
+            with contextlib.suppress(OpalError, OSError):
+                header = load_state(repo, branches[name]).header
+                src, s = header.source, header.session
+                if src is not None and s is not None and s.agent == agent and os.path.realpath(src.path) == real:
+                    return name
     current = current_branch(repo)
     if branch_head(repo, current) is None:
         return current
@@ -235,7 +246,7 @@ def capture(opal_dir: str, entry: dict, events: list, env: Mapping[str, str]) ->
     """Commit the session of ``entry``; what happened goes to the log and ``sessions.json``."""
     agent, sid, transcript = str(entry.get("agent")), str(entry.get("session")), str(entry.get("transcript"))
     what = "/".join(dict.fromkeys(str(e) for e in events))
-    fields = {"agent": agent, "session": sid, "event": what}
+    fields = {"agent": agent, "session": sid, "event": what, "events": len(events)}
     try:
         repo = _repository(opal_dir, entry.get("cwd"))
         res = hookqueue.patiently(lambda: _commit(repo, env, agent, sid, transcript, entry.get("cwd")))
@@ -262,7 +273,7 @@ def _commit(repo: Repository, env: Mapping[str, str], agent: str, sid: str, tran
 
     # Chosen outside the commit's lock: only this worker (one per repository) picks
     # branches for sessions, and a typed 'opal commit' meanwhile only moves its own.
-    branch = branch_for(repo, agent, sid)
+    branch = branch_for(repo, agent, sid, transcript)
     try:
         res = commit(repo, env, cwd or repo.workdir or os.getcwd(), agent=agent, file=transcript, branch=branch)
     except NothingToDoError:

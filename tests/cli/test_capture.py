@@ -206,3 +206,80 @@ def test_the_opal_command_runs_the_same_hook(project, tmp_path):
                input=_event(CLAUDE.stem, session, project, "PreCompact").decode())
     assert (res.returncode, res.stdout) == (0, "")
     assert [e["level"] for e in _log(project)] == ["info"]  # it waited: a compaction's hook
+
+
+def test_hooks_at_once_lose_no_event(project, tmp_path):
+    """Several agents' hooks firing together: each queues its event, one worker at a
+    time drains the queue, and every turn ends up committed."""
+    _ok("capture", "install", cwd=project)
+    claude = tmp_path / CLAUDE.name
+    shutil.copy(CLAUDE, claude)
+    gemini = tmp_path / GEMINI.name
+    shutil.copy(GEMINI, gemini)
+    procs = []
+    for i in range(6):
+        agent, path, sid, ev = (("claude", claude, CLAUDE.stem, "Stop") if i % 2 else
+                                ("gemini", gemini, "aec503dd-gemini", "AfterAgent"))
+        procs.append(subprocess.Popen(["sh", "-c", _command(project, agent)], stdin=subprocess.PIPE, cwd=str(project)))
+        procs[-1].stdin.write(_event(sid, path, project, ev))
+        procs[-1].stdin.close()
+    assert [p.wait(timeout=60) for p in procs] == [0] * 6
+    _wait(project)
+    log = _log(project)
+    assert not [e for e in log if e["level"] == "error"], log
+    assert sum(e["events"] for e in log) == 6  # every event, some committed together
+    # once more each, one after the other: nothing new (the gemini event's id is not the
+    # one in its file, and its branch is still found: by the file its head was read from)
+    for agent, path, sid, ev in (("claude", claude, CLAUDE.stem, "Stop"), ("gemini", gemini, "aec503dd-gemini", "AfterAgent")):
+        _hook(_command(project, agent), _event(sid, path, project, ev), project)
+        _wait(project)
+        assert _log(project)[-1]["message"].endswith("nothing new"), _log(project)[-1]
+    assert len(_ok("branch", cwd=project).stdout.split("\n")) <= 3, _ok("branch", cwd=project).stdout
+
+
+def test_a_project_with_an_opalgit_folder_of_its_own(project, tmp_path):
+    """The worker runs in the session's folder: a folder named opalgit there is not opal."""
+    _ok("capture", "install", "--agent", "claude", cwd=project)
+    (project / "opalgit").mkdir()
+    (project / "opalgit" / "__init__.py").write_text("raise SystemExit('not opal')\n")
+    session = tmp_path / CLAUDE.name
+    shutil.copy(CLAUDE, session)
+    _hook(_command(project, "claude"), _event(CLAUDE.stem, session, project), project)
+    _wait(project)
+    assert [e["level"] for e in _log(project)] == ["info"]
+
+
+def test_a_linked_worktree_queues_in_the_common_folder(project, tmp_path):
+    from tests.conftest import git
+
+    _ok("capture", "install", "--agent", "claude", cwd=project)
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), "-b", "side", cwd=str(project))
+    session = tmp_path / CLAUDE.name
+    shutil.copy(CLAUDE, session)
+    res = _hook(_command(project, "claude"), _event(CLAUDE.stem, session, wt), wt)
+    assert res.returncode == 0
+    _wait(project)
+    log = _log(project)
+    assert [e["level"] for e in log] == ["info"], log
+    assert not (wt / ".git").is_dir()  # nothing made in the worktree's own .git file
+
+
+def test_the_worker_outlives_the_agent_ending_the_hooks_process_group(project, tmp_path):
+    """Gemini CLI ends its hooks' process group when it exits: the last turn's worker,
+    started a moment before, must still commit it (regression: its events stayed queued)."""
+    import signal
+
+    _ok("capture", "install", "--agent", "gemini", cwd=project)
+    session = tmp_path / GEMINI.name
+    shutil.copy(GEMINI, session)
+    p = subprocess.Popen(["sh", "-c", _command(project, "gemini", "SessionEnd")], stdin=subprocess.PIPE,
+                         cwd=str(project), start_new_session=True)
+    p.communicate(_event("aec503dd-b66b-4332-8071-46f831712fa0", session, project, "SessionEnd"), timeout=60)
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+    _wait(project)
+    assert [e["level"] for e in _log(project)] == ["info"]

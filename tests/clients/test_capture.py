@@ -9,7 +9,9 @@ bounded wait for the worker in the background:
   session file finds nothing new to commit;
 * the turns before the compaction are on the branch (a state's turns hold the first
   prompt and its answer);
-* the capture log has no error, and ``opal capture status`` names the session.
+* the capture log has no error, and ``opal capture status`` names the session;
+* the user's own hook, in the settings before opal's, still ran; uninstall gives the
+  settings file back byte for byte.
 
 Claude and Gemini read the project's settings (``--project``); Codex the user's
 ``$CODEX_HOME/hooks.json`` (``--user``), run with ``--dangerously-bypass-hook-trust``
@@ -98,6 +100,15 @@ def test_every_turn_is_captured(client: str, tmp_path: Path) -> None:
     proj = root.project
     _opal("init", cwd=proj, env=env)
     scope = "--user" if client == "codex" else "--project"
+    # the user's own hook on the turn's end, there before opal's, keeps running
+    marker = root.path / "user-hook-ran"
+    settings = {"claude": proj / ".claude" / "settings.json", "codex": root.codex_home / "hooks.json",
+                "gemini": proj / ".gemini" / "settings.json"}[client]
+    event = "AfterAgent" if client == "gemini" else "Stop"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    mine = json.dumps({"hooks": {event: [{"hooks": [{"type": "command", "command": f"echo ran >> {marker}"}]}]}},
+                      indent=2).encode()
+    settings.write_bytes(mine)
     out = _opal("capture", "install", "--agent", client, scope, cwd=proj, env=env).stdout
     assert "installed" in out, out
 
@@ -122,3 +133,6 @@ def test_every_turn_is_captured(client: str, tmp_path: Path) -> None:
     assert harness.P_PROMPT1.split(":")[0] in shown, shown
     status = _opal("capture", "status", cwd=proj, env=env).stdout
     assert run.session_id[:8] in status and "installed" in status, status
+    assert marker.exists() and marker.read_text().count("ran") >= 1
+    _opal("capture", "uninstall", "--agent", client, scope, cwd=proj, env=env)
+    assert settings.read_bytes() == mine
