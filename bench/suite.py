@@ -43,13 +43,13 @@ from .util import (
 )
 
 MB = 1 << 20
-BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "grep")
+BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "grep", "capture")
 #: Rows every run produces (whatever --sizes), in this order; --quick included.
 ROW_IDS = (
     "import", "incremental", "storage.single", "storage.grow20", "storage.naive", "storage.forks.same",
     "storage.forks.export", "export.claude", "export.codex", "export.gemini", "read.log", "read.show",
     "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls",
-    "grep", "grep.all",
+    "grep", "grep.all", "capture",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
 #: The Claude session shapes the memory benchmark imports besides the bench's own
@@ -824,6 +824,13 @@ class Bench:
 
         bench_grep(self)
 
+    # --------------------------------------------------------------------- 10 capture
+
+    def bench_capture(self) -> None:
+        from bench.capture import bench_capture
+
+        bench_capture(self)
+
     # ----------------------------------------------------------------------- run
 
     def run(self) -> None:
@@ -831,6 +838,7 @@ class Bench:
             "import": self.bench_import, "incremental": self.bench_incremental, "storage": self.bench_storage,
             "export": self.bench_export, "read": self.bench_read, "memory": self.bench_memory,
             "hooks": self.bench_hooks, "peers": self.bench_peers, "grep": self.bench_grep,
+            "capture": self.bench_capture,
         }
         self.log("[warm-up]")
         self.warm_up()

@@ -179,22 +179,26 @@ def commit(
     agent: str | None = None,
     session: str | None = None,
     file: str | None = None,
+    branch: str | None = None,
 ) -> CommitResult:
     """Record the session ``find_session`` picks (``session``/``file``: the one named)
-    as a new state on the current branch, under the repository lock."""
+    as a new state on the current branch (``branch``: on that one, which need not
+    exist yet; ``opal capture`` records each session on its own), under the
+    repository lock."""
     pick = find_session(repo, env, cwd, agent=agent, session=session, file=file)
     explicit = session is not None or file is not None
     with repo.lock(), contextlib.ExitStack() as cleanup:
-        return _commit_locked(repo, pick, message, explicit, cleanup)
+        return _commit_locked(repo, pick, message, explicit, cleanup, branch)
 
 
 def _commit_locked(
-    repo: Repository, pick: Pick, message: str | None, explicit: bool, cleanup: contextlib.ExitStack
+    repo: Repository, pick: Pick, message: str | None, explicit: bool, cleanup: contextlib.ExitStack,
+    branch: str | None = None,
 ) -> CommitResult:
     """The steps of a commit: read what is new, redact and store it, then write the
     state and move the branch in one operation. Nothing is written before the last
     check that there is something to commit."""
-    branch = current_branch(repo)
+    branch = branch or current_branch(repo)
     head = branch_head(repo, branch)
     state = load_state(repo, head) if head else None
     notes = [pick.note] if pick.note else []

@@ -285,6 +285,7 @@ AUDITED = {
     ("opalgit/sync/fetch.py", "fetch_remote", "transport.run_git"): "remote and refspecs after '--'; URL checked by argv.check_url",
     ("opalgit/hooks/install.py", "hooks_dir", "transport.run_git"): "fixed arguments (rev-parse --git-path hooks)",
     ("opalgit/hooks/install.py", "shared_hooks_path", "transport.run_git"): "fixed arguments (config --show-scope --get core.hooksPath)",
+    ("opalgit/cli/commands/capture.py", "capture_hook", "os.execv"): "argv list: /bin/sh, opal's own capturehook.sh, this interpreter, and --agent/--event values the option checked or passes as one argument each (the script only compares the event, and quotes every use)",
     ("opalgit/store/refs.py", "RefStore._run_update_ref", "gitcmd.start"): "-m MSG is one argument git takes verbatim; refs on stdin",
     ("opalgit/porcelain/fsck.py", "_unreachable", "gitcmd.run"): "fixed arguments (fsck --unreachable --no-reflogs --no-progress)",
     ("opalgit/porcelain/gc.py", "_run_git_gc", "gitcmd.run"): "gc --quiet --prune=DATE and reflog expire --expire=DATE -- REFS: the date is opal's own spelling (now, never or an ISO date it formatted), the refs are reflog files found under logs/refs/opal/, after '--'",
