@@ -16,7 +16,9 @@ from opalgit.history.tokens import human
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", default="HEAD", metavar="[REV]")
-@click.option("--to", "to", required=True, help="The agent to export to (claude, codex, gemini).")
+@click.option("--to", "to", required=True,
+              help="The agent to export to: claude, codex, gemini, opencode, qwen, pi or copilot (or an installed "
+                   "adapter's name).")
 @click.option("--at", "at", metavar="CODE_REV", help="Export the state recorded with this code commit (see 'opal at').")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder you will resume from (default: the session's own).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written, converted and dropped; write nothing.")
@@ -59,7 +61,9 @@ def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: 
 def print_export(c: Ctx, res, *, verb: str = "Exported") -> None:
     r = res.report
     head = "Would write" if res.dry_run else verb
-    c.out(f"{head} {render.count(res.turns, 'turn')} of {res.rev} ({render.short(res.commit, 7)}) as a {res.agent} session {res.session_id}")
+    article = "an" if res.agent[:1] in "aeiou" else "a"
+    c.out(f"{head} {render.count(res.turns, 'turn')} of {res.rev} ({render.short(res.commit, 7)}) as {article} "
+          f"{res.agent} session {res.session_id}")
     for f in res.files:
         c.out(f"  {'would write' if res.dry_run else 'wrote'} {f}")
     for f in res.aux:

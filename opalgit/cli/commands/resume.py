@@ -14,7 +14,9 @@ from opalgit.errors import OpalError
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("rev", default="HEAD", metavar="[REV]")
-@click.option("--agent", "to", required=True, help="The agent to continue in (claude, codex, gemini).")
+@click.option("--agent", "to", required=True,
+              help="The agent to continue in: claude, codex, gemini, opencode, qwen, pi or copilot (or an "
+                   "installed adapter's name).")
 @click.option("--at", "at", metavar="CODE_REV", help="Resume the state recorded with this code commit (see 'opal at').")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder to resume in (default: the session's own).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens first.")
