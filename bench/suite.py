@@ -43,14 +43,15 @@ from .util import (
 )
 
 MB = 1 << 20
-BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers")
+BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "handoff")
 #: Rows every run produces (whatever --sizes), in this order; --quick included.
 ROW_IDS = (
     "import", "incremental", "storage.single", "storage.grow20", "storage.naive", "storage.forks.same",
     "storage.forks.export", "export.claude", "export.codex", "export.gemini", "read.log", "read.show",
-    "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls",
+    "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls", "peers.handoff",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
+_BENCH_OF_ROW["peers.handoff"] = "handoff"  # a benchmark of its own (bench/handoff.py), a row among the peers
 #: The Claude session shapes the memory benchmark imports besides the bench's own
 #: (bench/generate.py's profiles), each held to the memory target: row memory.<shape>.
 MEMORY_SHAPES = {
@@ -816,13 +817,18 @@ class Bench:
                      extra={"opal": opal_calls, "hc": hc_calls, "source_calls": st.tool_calls,
                             "baseline_unit": "calls"}))
 
+    def bench_handoff(self) -> None:
+        from .handoff import bench_handoff
+
+        bench_handoff(self)
+
     # ----------------------------------------------------------------------- run
 
     def run(self) -> None:
         table_of: dict[str, Callable[[], None]] = {
             "import": self.bench_import, "incremental": self.bench_incremental, "storage": self.bench_storage,
             "export": self.bench_export, "read": self.bench_read, "memory": self.bench_memory,
-            "hooks": self.bench_hooks, "peers": self.bench_peers,
+            "hooks": self.bench_hooks, "peers": self.bench_peers, "handoff": self.bench_handoff,
         }
         self.log("[warm-up]")
         self.warm_up()

@@ -188,7 +188,11 @@ def load_payload(repo: Repository, item: Item):
 
 def turn_of(repo: Repository, item: Item, *, resolve: bool = True) -> Turn:
     turn = Turn.decode(item.canon)
-    return turn.resolve(load_payload(repo, item)) if resolve else turn
+    # A leaf lists every payload its records name, so a record that names none has no
+    # reference to resolve: the walk over it would copy it unchanged (most records).
+    if not resolve or not (item.payload_oids or item.payloads):
+        return turn
+    return turn.resolve(load_payload(repo, item))
 
 
 def normals_of(turns: list[Turn], adapter: Callable[[str], Normalizer]) -> list[Normal]:
