@@ -73,11 +73,14 @@ def _quote(s: str) -> str:
     return shlex.quote(s)
 
 
-def gather(repo: Repository, rev: str, *, with_secrets: bool = True) -> tuple[bytes, list[ExportTurn], object, str | None]:
+def gather(repo: Repository, rev: str, *, with_secrets: bool = True,
+           known: tuple[bytes, list] | None = None) -> tuple[bytes, list[ExportTurn], object, str | None]:
     """The turns of a revision (cut after turn N for ``REV:N``), resolved and normalized.
 
     With ``with_secrets``, placeholders are replaced by the originals this machine's
-    vault holds (none on a teammate's clone).
+    vault holds (none on a teammate's clone). ``known``: a state's id and its records
+    as the commit that wrote it kept them (``commit(keep=...)``, ``opal handoff``),
+    used for that state whole instead of reading its records back.
     """
     target = resolve(repo, rev)
     st = load_state(repo, target.oid)
@@ -85,7 +88,10 @@ def gather(repo: Repository, rev: str, *, with_secrets: bool = True) -> tuple[by
     if target.turn is not None:
         end = turn_item_index(repo, st, target.turn) + 1
     mapping = redaction.secret_mapping(repo) if with_secrets else {}
-    resolved = [_stored_turn(repo, si.item, mapping) for si in sequence.iter_items(repo.store, st.root, 0, end)]
+    if known is not None and known[0] == target.oid and end == st.header.items == len(known[1]):
+        resolved = [redaction.restore_turn(k.turn, mapping) if k.placeholder else k.turn for k in known[1]]
+    else:
+        resolved = [_stored_turn(repo, si.item, mapping) for si in sequence.iter_items(repo.store, st.root, 0, end)]
     turns = [ExportTurn(t, n) for t, n in zip(resolved, normals_of(resolved))]
     return target.oid, turns, st.header.session, target.branch
 
@@ -132,6 +138,7 @@ def export(
     with_secrets: bool = True,
     pre_compaction: bool = False,
     before_write: Callable[[list[str]], None] | None = None,
+    known: tuple[bytes, list] | None = None,
 ) -> ExportOutcome:
     """Write REV as a new native session of agent ``to`` (nothing with ``dry_run``).
 
@@ -140,7 +147,7 @@ def export(
     the agent can be started, so a failed resume leaves nothing behind).
     """
     adapter = adapters.get(to)
-    oid, turns, session, branch = gather(repo, rev, with_secrets=with_secrets)
+    oid, turns, session, branch = gather(repo, rev, with_secrets=with_secrets, known=known)
     early = LossReport()
     if getattr(session, "agent", None) != adapter.name:
         turns = _after_compaction(turns, pre_compaction, budget, early)
