@@ -43,15 +43,17 @@ from .util import (
 )
 
 MB = 1 << 20
-BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "grep", "capture")
+BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "handoff", "grep",
+              "capture")
 #: Rows every run produces (whatever --sizes), in this order; --quick included.
 ROW_IDS = (
     "import", "incremental", "storage.single", "storage.grow20", "storage.naive", "storage.forks.same",
     "storage.forks.export", "export.claude", "export.codex", "export.gemini", "read.log", "read.show",
-    "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls",
+    "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls", "peers.handoff",
     "grep", "grep.all", "capture",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
+_BENCH_OF_ROW["peers.handoff"] = "handoff"  # a benchmark of its own (bench/handoff.py), a row among the peers
 #: The Claude session shapes the memory benchmark imports besides the bench's own
 #: (bench/generate.py's profiles), each held to the memory target: row memory.<shape>.
 MEMORY_SHAPES = {
@@ -817,14 +819,21 @@ class Bench:
                      extra={"opal": opal_calls, "hc": hc_calls, "source_calls": st.tool_calls,
                             "baseline_unit": "calls"}))
 
-    # ----------------------------------------------------------------------- 9 grep
+    # ----------------------------------------------------------------------- 9 handoff
+
+    def bench_handoff(self) -> None:
+        from .handoff import bench_handoff
+
+        bench_handoff(self)
+
+    # ----------------------------------------------------------------------- 10 grep
 
     def bench_grep(self) -> None:
         from .grep import bench_grep
 
         bench_grep(self)
 
-    # --------------------------------------------------------------------- 10 capture
+    # --------------------------------------------------------------------- 11 capture
 
     def bench_capture(self) -> None:
         from bench.capture import bench_capture
@@ -837,8 +846,8 @@ class Bench:
         table_of: dict[str, Callable[[], None]] = {
             "import": self.bench_import, "incremental": self.bench_incremental, "storage": self.bench_storage,
             "export": self.bench_export, "read": self.bench_read, "memory": self.bench_memory,
-            "hooks": self.bench_hooks, "peers": self.bench_peers, "grep": self.bench_grep,
-            "capture": self.bench_capture,
+            "hooks": self.bench_hooks, "peers": self.bench_peers, "handoff": self.bench_handoff,
+            "grep": self.bench_grep, "capture": self.bench_capture,
         }
         self.log("[warm-up]")
         self.warm_up()

@@ -334,6 +334,20 @@ schema("export", ["opal export --json"], "The native session written, how to res
     "dry_run": BOOL,
 })
 
+def _inner(name: str) -> dict:
+    """The schema of command output ``name`` as a part of another one: without ``version``."""
+    sch = SCHEMAS[name][2]
+    props = {k: v for k, v in sch["properties"].items() if k != "version"}
+    return {**sch, "properties": props, "required": [k for k in sch["required"] if k != "version"]}
+
+
+schema("handoff", ["opal handoff --json"], "What was set up, committed (as `opal commit --json`, without "
+       "`version`) and exported (as `opal export --json`, without `version`).", {
+    "initialized": d(BOOL, "opal was set up by this handoff"),
+    "commit": d(_inner("commit"), "the commit made, or why there was none"),
+    "export": d(_inner("export"), "the native session written"),
+})
+
 schema("secrets-scan", ["opal secrets scan --json"], "Redacted secrets and secrets in clear (never the secret).", {
     "rev": STR,
     "states": INT,

@@ -29,6 +29,7 @@ from opalgit.plural import count
 from opalgit.porcelain.sessions import Pick, find_session, tracked_session, tracking
 from opalgit.porcelain.states import write_state
 from opalgit.secrets import worker as redactworker
+from opalgit.secrets.rules import PLACEHOLDER_PREFIX
 from opalgit.store.argv import command
 from opalgit.store.refs import branch_ref
 from opalgit.store.repo import Repository
@@ -36,6 +37,8 @@ from opalgit.structs import dataclass, field
 
 if TYPE_CHECKING:
     from opalgit.secrets.redact import Redactor
+
+PLACEHOLDER_MARK = PLACEHOLDER_PREFIX.encode()
 
 
 def _implicit_refusal(repo: Repository, branch: str, state: State, pick: Pick) -> UsageError | None:
@@ -180,20 +183,42 @@ def commit(
     session: str | None = None,
     file: str | None = None,
     branch: str | None = None,
+    keep: list[KeptTurn] | None = None,
 ) -> CommitResult:
     """Record the session ``find_session`` picks (``session``/``file``: the one named)
     as a new state on the current branch (``branch``: on that one, which need not
     exist yet; ``opal capture`` records each session on its own), under the
-    repository lock."""
+    repository lock.
+
+    ``keep`` (``opal handoff``): a list filled with the new state's records as stored,
+    when the commit builds the branch's records whole from a session of at most
+    :data:`KEEP_BYTES`; else it is left empty (see :class:`KeptTurn`)."""
     pick = find_session(repo, env, cwd, agent=agent, session=session, file=file)
     explicit = session is not None or file is not None
     with repo.lock(), contextlib.ExitStack() as cleanup:
-        return _commit_locked(repo, pick, message, explicit, cleanup, branch)
+        return _commit_locked(repo, pick, message, explicit, cleanup, branch, keep)
+
+
+#: The largest whole build whose records ``commit(keep=...)`` keeps in memory (the
+#: bytes stored for them, before compression): held as values they take a few times
+#: that, which a handoff of a session this size spends to skip reading them back.
+KEEP_BYTES = 64 << 20
+
+
+@dataclass
+class KeptTurn:
+    """A record of a state just committed, as stored (redacted, its long strings in
+    place), and whether its stored bytes may hold a secret's placeholder (the export
+    puts the vault's secrets back there): what reading it back from the state gives."""
+
+    turn: Turn
+    placeholder: bool
 
 
 def _commit_locked(
     repo: Repository, pick: Pick, message: str | None, explicit: bool, cleanup: contextlib.ExitStack,
     branch: str | None = None,
+    keep: list[KeptTurn] | None = None,
 ) -> CommitResult:
     """The steps of a commit: read what is new, redact and store it, then write the
     state and move the branch in one operation. Nothing is written before the last
@@ -211,6 +236,7 @@ def _commit_locked(
     red.load(repo)
     side = red.session(read.result)
     secrets_note_at = len(notes)  # the secrets note comes before what storing says
+    red.keep = keep
     stored = _store(repo, branch, state, pick, read, red, side, notes)
     if red.placeholders:
         notes.insert(secrets_note_at, f"{count(len(red.placeholders), 'secret')} replaced by placeholders; "
@@ -324,6 +350,8 @@ class _Redaction:
         self.screen = redactworker.Screen()
         self.secured: set[tuple[str, str]] = set()  # (placeholder, secret) already in the vault
         self.placeholders: set[str] = set()
+        self.keep: list[KeptTurn] | None = None  # the records stored, as commit(keep=...) says
+        self._kept_bytes = 0
         self._loaded = False
         if redactworker.worth_it(path, begin):
             from opalgit import malloc
@@ -403,11 +431,27 @@ class _Redaction:
             it = [self.item(rec)]
             tally[0].append(it[0].is_turn)
             tally[1].append(int(it[0].summary.get("chars", 0)))
+            if self.keep is not None:
+                self._kept(rec.turn, it[0])
             # While the writer stores the item and the next record is read, this
             # generator holds neither the record nor the item (popped as it is
             # yielded): a huge record would otherwise be in memory twice.
             del rec
             yield it.pop()
+
+    def _kept(self, turn: Turn, it: Item) -> None:
+        """Keep ``turn`` (stored as ``it``) for commit(keep=...), up to KEEP_BYTES."""
+        assert self.keep is not None
+        self._kept_bytes += len(it.canon) + sum(len(p) for p in it.payloads.values())
+        if self._kept_bytes > KEEP_BYTES:
+            self.keep.clear()  # too large to hold: the state is read back instead
+            self.keep = None
+            return
+        # A placeholder is plain UTF-8 in the stored bytes; a payload stored before
+        # (not in hand) may hold one.
+        mark = PLACEHOLDER_MARK
+        placeholder = bool(it.payload_oids) or mark in it.canon or any(mark in p for p in it.payloads.values())
+        self.keep.append(KeptTurn(turn, placeholder))
 
 
 # ------------------------------------------------------------------ storing
@@ -446,8 +490,10 @@ def _store(repo: Repository, branch: str, state: State | None, pick: Pick, read:
     packer = packer_for(repo, state, also=list(fork_states.values()))
     if read.incremental or read.resumed:
         assert state is not None
+        red.keep = None  # (only a whole build is kept: the state holds other records too)
         return _append(repo, state, read, red, packer)
     stored = _build(repo, state, read, red, packer)
+    red.keep = None  # the fork branches' records are not this state's
     stored.forks, stored.changes = _write_forks(repo, branch, pick, read, red, stored, side, fork_states)
     _check_news(repo, branch, state, pick, read.result, stored, notes)
     return stored

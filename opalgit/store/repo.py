@@ -310,9 +310,9 @@ class Repository:
             repo = cls(where, own=(kind == "own"))
         created = not repo.initialized
         if created:
-            os.makedirs(repo.opal_dir, exist_ok=True)
-            cfg = repo.config
-            cfg["core.format"] = FORMAT
+            # With git config, as config_set does: opening it with libgit2 loaded pygit2
+            # (~100 ms) for this one value, most of 'opal init' (docs/performance.md).
+            repo.config_set("core.format", str(FORMAT))
         if not os.path.exists(repo.refs.head_file):
             repo.refs.set_head_branch("main")
         return repo, created

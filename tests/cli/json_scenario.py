@@ -97,6 +97,7 @@ def build(root, home) -> Scenario:
     s.run("merge", "merge", "--force", "ahead", ok=(0, 1))
     s.run("op-log", "op", "log")
     s.run("export", "export", "--to", "codex")
+    s.run("handoff", "handoff", "--to", "gemini")  # set up already, nothing new: the head is exported
     s.run("secrets-scan", "secrets", "scan")
     s.run("secrets-purge", "secrets", "purge", "--dry-run")
     s.run("hooks-install", "hooks", "install")

@@ -40,7 +40,6 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
       opal commit --file ~/.claude/projects/-home-me-app/7c83c109.jsonl --agent claude
     """
     from opalgit import porcelain
-    from opalgit.cli import render
 
     repo = c.repo()
     if session_id is not None and path is None:
@@ -58,26 +57,36 @@ def commit(c: Ctx, message: str | None, agent: str | None, session_id: str | Non
     for n in res.notes:
         c.note(n)
     if as_json:
-        c.json(
-            {
-                "committed": True,
-                "branch": res.branch,
-                "id": res.oid.hex() if res.oid else None,
-                "parent": res.parent.hex() if res.parent else None,
-                "session": res.session.to_map() if res.session else None,
-                "new_turns": res.new_turns,
-                "new_records": res.new_items,
-                "turns": res.turns,
-                "records": res.items,
-                "incremental": res.incremental,
-                "fork_branches": res.forks,
-                "objects_written": res.objects_written,
-                "bytes_written": res.bytes_written,
-                "warnings": res.warnings,
-                "notes": res.notes,
-            }
-        )
+        c.json(commit_json(res))
         return
+    print_commit(c, res)
+
+
+def commit_json(res) -> dict:
+    """What ``opal commit --json`` prints of a commit made (``opal handoff --json`` too)."""
+    return {
+        "committed": True,
+        "branch": res.branch,
+        "id": res.oid.hex() if res.oid else None,
+        "parent": res.parent.hex() if res.parent else None,
+        "session": res.session.to_map() if res.session else None,
+        "new_turns": res.new_turns,
+        "new_records": res.new_items,
+        "turns": res.turns,
+        "records": res.items,
+        "incremental": res.incremental,
+        "fork_branches": res.forks,
+        "objects_written": res.objects_written,
+        "bytes_written": res.bytes_written,
+        "warnings": res.warnings,
+        "notes": res.notes,
+    }
+
+
+def print_commit(c: Ctx, res) -> None:
+    """How a commit made is printed (``opal handoff`` prints it too)."""
+    from opalgit.cli import render
+
     assert res.oid is not None
     # A commit of records that are no turn (the agent's bookkeeping: snapshots, titles,
     # summaries) says what it recorded, never a bare "0 new turns".
