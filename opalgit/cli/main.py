@@ -25,9 +25,9 @@ from opalgit.errors import OpalError
 
 #: Every command: name -> the module that defines it and attaches it to :data:`cli`.
 LAZY_COMMANDS = {name: "opalgit.cli.commands." + name.replace("-", "_") for name in (
-    "at", "branch", "clone-state", "commit", "completion", "config", "demo", "diff", "drop", "export", "fetch",
+    "at", "blame", "branch", "clone-state", "commit", "completion", "config", "demo", "diff", "drop", "export", "fetch",
     "fsck", "gc", "help", "hook", "hooks", "init", "log", "merge", "op", "pull", "push", "resume", "rewind",
-    "secrets", "server", "show", "squash", "stats", "status", "switch", "trim", "undo",
+    "secrets", "server", "show", "squash", "stats", "status", "switch", "trace", "trim", "undo",
 )}
 
 #: The command modules, one per command.

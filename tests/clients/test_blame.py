@@ -1,0 +1,185 @@
+"""``opal blame`` on a genuine session: the real ``claude`` edits a file across several code
+commits (git commits with opal's hooks installed), a person edits it too, and blame says
+which line is whose; ``--at-line`` exports the context right after the turn that wrote a line.
+
+The recorded session and the repository's history are what the fast tests in
+tests/unit/test_blame.py replay (tests/fixtures/blame/, written by ``regenerate``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from . import harness
+from .harness import Reply, ToolCall
+
+pytestmark = pytest.mark.clients
+
+V1 = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+P1 = "BLAME1: write calc.py with add() and sub()"
+P2 = "BLAME2: make sub() check its arguments and add mul()"
+P3 = "BLAME3: add a div() at the end"
+P4 = "BLAME4: add a module docstring"
+MUL = "\n\ndef mul(a, b):\n    return a * b\n"
+DIV = "\n\ndef div(a, b):\n    return a / b\n"
+
+
+def _git(root: harness.Root, *args: str, author: str | None = None) -> subprocess.CompletedProcess:
+    env = harness.base_env(root)
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "OPAL_HOOK_TIMEOUT": "60",
+                "GIT_AUTHOR_NAME": author or "opal tests", "GIT_AUTHOR_EMAIL": "tests@opal.invalid",
+                "GIT_COMMITTER_NAME": author or "opal tests", "GIT_COMMITTER_EMAIL": "tests@opal.invalid"})
+    import sys
+
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    r = subprocess.run(["git", *args], cwd=root.project, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def _opal(root: harness.Root, *args: str) -> subprocess.CompletedProcess:
+    return harness.opal(*args, cwd=root.project, env={**harness.base_env(root), "OPAL_HOOK_TIMEOUT": "60"})
+
+
+def _commit(root: harness.Root, msg: str, author: str | None = None) -> str:
+    _git(root, "add", "-A", author=author)
+    r = _git(root, "commit", "-q", "-m", msg, author=author)
+    assert "skipped" not in r.stderr and "failed" not in r.stderr, r.stderr
+    sha = _git(root, "rev-parse", "HEAD").stdout.strip()
+    # The hook linked the code commit to a state (a new one, or the current one when
+    # the session has nothing new).
+    assert json.loads(_opal(root, "at", sha, "--json").stdout)["distance"] == 0
+    return sha
+
+
+def _scripts(calc: str) -> list[tuple[str, list[Reply]]]:
+    v2_old = "def sub(a, b):\n    return a - b\n"
+    v2_new = "def sub(a, b):\n    assert a is not None and b is not None\n    return a - b" + MUL
+    return [
+        (P1, [Reply("Writing calc.py.", [ToolCall("Write", {"file_path": calc, "content": V1})]),
+              Reply("Wrote calc.py. [blame1-done]")]),
+        (P2, [Reply("Reading calc.py.", [ToolCall("Read", {"file_path": calc})]),
+              Reply("Editing sub() and adding mul().", [ToolCall("Edit", {"file_path": calc, "old_string": v2_old,
+                                                                            "new_string": v2_new})]),
+              Reply("Done. [blame2-done]")]),
+        (P3, [Reply("Reading calc.py.", [ToolCall("Read", {"file_path": calc})]),
+              Reply("Adding div().", [ToolCall("Edit", {"file_path": calc, "old_string": "    return a * b\n",
+                                                          "new_string": "    return a * b" + DIV})]),
+              Reply("Done. [blame3-done]")]),
+        (P4, [Reply("Reading calc.py.", [ToolCall("Read", {"file_path": calc})]),
+              Reply("Adding a docstring.", [ToolCall("Edit", {"file_path": calc, "old_string": "def add(a, b):\n",
+                                                                "new_string": '"""Arithmetic."""\n\n\ndef add(a, b):\n'})]),
+              Reply("Done. [blame4-done]")]),
+    ]
+
+
+def build(base: Path) -> tuple[harness.Root, dict]:
+    """The story: three code commits by claude and a person, and an uncommitted fourth turn."""
+    harness.require_client("claude")
+    root = harness.make_root(base, prefix="opal-blame-")
+    calc = str(root.project / "calc.py")
+    _opal(root, "init")
+    _opal(root, "hooks", "install")
+    steps = _scripts(calc)
+    commits: dict = {}
+    with harness.mock_for("claude", [], lifetime=600) as srv:
+        sid = None
+
+        def turn(i: int) -> None:
+            nonlocal sid
+            prompt, replies = steps[i]
+            srv.add(*replies)
+            if sid is None:
+                r = harness.run_claude(root, srv.port, prompt, server=srv)
+                sid = r.session_id
+            else:
+                r = harness.run_claude(root, srv.port, prompt, resume=sid, server=srv)
+            assert r.ok, r.describe()
+
+        turn(0)
+        commits["c1"] = _commit(root, "calc: add and sub")
+        turn(1)
+        commits["c2"] = _commit(root, "calc: checked sub, mul")
+        # A person changes add() by hand and commits.
+        text = (root.project / "calc.py").read_text()
+        (root.project / "calc.py").write_text(text.replace("    return a + b\n", "    return b + a  # by hand\n"))
+        commits["c3"] = _commit(root, "calc: by hand", author="A Person")
+        turn(2)
+        commits["c4"] = _commit(root, "calc: div")
+        turn(3)
+        _opal(root, "commit")  # the fourth turn is recorded, its edit not committed to git
+        # And a person's uncommitted line.
+        with open(root.project / "calc.py", "a") as fh:
+            fh.write("# scratch\n")
+    commits["session"] = sid
+    return root, commits
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory):
+    root, commits = build(tmp_path_factory.mktemp("blame"))
+    yield root, commits
+    root.cleanup()
+
+
+def _blame(root, *args) -> dict:
+    return json.loads(_opal(root, "blame", *args, "--json").stdout)
+
+
+def test_every_line_is_attributed_to_its_turn_or_person(story):
+    root, c = story
+    got = _blame(root, "calc.py")
+    rows = [(ln["text"], ln["owner"]["kind"], ln["owner"].get("prompt"), ln["code_commit"]) for ln in got["lines"]]
+    p4 = ('"""Arithmetic."""', "agent", P4, None)
+    assert rows[:3] == [p4, ("", "agent", P4, None), ("", "agent", P4, None)]
+    assert rows[3] == ("def add(a, b):", "agent", P1, c["c1"])
+    assert rows[4] == ("    return b + a  # by hand", "human", None, c["c3"])
+    assert rows[5:8] == [("", "agent", P1, c["c1"]), ("", "agent", P1, c["c1"]), ("def sub(a, b):", "agent", P1, c["c1"])]
+    assert rows[8] == ("    assert a is not None and b is not None", "agent", P2, c["c2"])
+    assert rows[9] == ("    return a - b", "agent", P1, c["c1"])
+    assert [r[2] for r in rows[10:13]] == [P2] * 3 and rows[12] == ("    return a * b", "agent", P2, c["c2"])
+    assert [r[2] for r in rows[13:16]] == [P3] * 3 and rows[15] == ("    return a / b", "agent", P3, c["c4"])
+    assert rows[16:] == [("# scratch", "uncommitted", None, None)]
+    human = got["lines"][4]["owner"]
+    assert human["author"].startswith("A Person") and human["commit"] == c["c3"]
+    agent = got["lines"][8]["owner"]
+    assert agent["agent"] == "claude" and agent["session"] == c["session"] and agent["tool"] == "Edit"
+    # The state and turn it names hold that very call.
+    shown = json.loads(_opal(root, "show", agent["revision"], "--json").stdout)
+    calls = [b for b in shown["blocks"] if b["type"] == "tool_call"]
+    assert calls and calls[0]["name"] == "Edit" and "assert a is not None" in calls[0]["input"]["new_string"]
+
+
+def test_range_code_revision_and_porcelain(story):
+    root, c = story
+    part = _blame(root, "-L", "9,10", "calc.py")
+    assert [ln["line"] for ln in part["lines"]] == [9, 10] and part["lines_in_file"] == 17
+    old = _blame(root, "calc.py", "HEAD~2")  # c2: before the person's change
+    assert old["code_commit"] == c["c2"]
+    assert [ln["owner"]["prompt"] for ln in old["lines"]] == [P1] * 5 + [P2, P1, P2, P2, P2]
+    por = _opal(root, "blame", "--porcelain", "-L", "4,5", "calc.py").stdout.splitlines()
+    assert por[0].startswith(c["c1"] + " 4 4 ") and "opal-kind agent" in por and "\tdef add(a, b):" in por
+    at = next(i for i, x in enumerate(por) if x.startswith(c["c3"] + " 5 5"))
+    assert "opal-kind human" in por[at:] and "author A Person" in por[at:] and por[-1] == "\t    return b + a  # by hand"
+    human = _opal(root, "blame", "calc.py").stdout.splitlines()
+    assert "human" in human[4] and "A Person" in human[4] and "claude" in human[8]
+
+
+def test_export_at_line_is_the_context_right_after_that_turn(story):
+    root, c = story
+    r = json.loads(_opal(root, "export", "--at-line", "calc.py:9", "--to", "claude", "--json").stdout)
+    path = r["files"][0]
+    text = Path(path).read_text()
+    assert P2 in text and "assert a is not None" in text and P3 not in text
+    # The context ends with the Edit call and its result: not the reply after it.
+    convo = [json.loads(x) for x in text.splitlines() if json.loads(x).get("type") in ("user", "assistant")]
+    assert "tool_result" in json.dumps(convo[-1]) and "assert a is not None" in json.dumps(convo[-2])
+    assert "blame2-done" not in text
+    p = subprocess.run([__import__("sys").executable, "-m", "opalgit", "export", "--at-line", "calc.py:5", "--to",
+                        "claude"], cwd=root.project, env=harness.base_env(root), capture_output=True, text=True)
+    assert p.returncode == 4 and "a person changed it in code commit " + c["c3"][:7] in p.stderr, p.stderr
