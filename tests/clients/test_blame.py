@@ -1,4 +1,4 @@
-"""``opal blame`` on a genuine session: the real ``claude`` edits a file across several code
+"""``opal blame`` on genuine sessions: the real ``claude``, ``codex`` and ``gemini`` each edit a file across several code
 commits (git commits with opal's hooks installed), a person edits it too, and blame says
 which line is whose; ``--at-line`` exports the context right after the turn that wrote a line.
 
@@ -25,12 +25,15 @@ P1 = "BLAME1: write calc.py with add() and sub()"
 P2 = "BLAME2: make sub() check its arguments and add mul()"
 P3 = "BLAME3: add a div() at the end"
 P4 = "BLAME4: add a module docstring"
-MUL = "\n\ndef mul(a, b):\n    return a * b\n"
+MUL = "\ndef mul(a, b):\n    return a * b\n"
 DIV = "\n\ndef div(a, b):\n    return a / b\n"
+DOC = '"""Arithmetic."""\n\n\n'
+SUB_OLD = "def sub(a, b):\n    return a - b\n"
+SUB_NEW = "def sub(a, b):\n    assert a is not None and b is not None\n    return a - b\n" + MUL
 
 
 def _git(root: harness.Root, *args: str, author: str | None = None) -> subprocess.CompletedProcess:
-    env = harness.base_env(root)
+    env = _env(root)
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "OPAL_HOOK_TIMEOUT": "60",
                 "GIT_AUTHOR_NAME": author or "opal tests", "GIT_AUTHOR_EMAIL": "tests@opal.invalid",
                 "GIT_COMMITTER_NAME": author or "opal tests", "GIT_COMMITTER_EMAIL": "tests@opal.invalid"})
@@ -42,8 +45,12 @@ def _git(root: harness.Root, *args: str, author: str | None = None) -> subproces
     return r
 
 
+def _env(root: harness.Root) -> dict:
+    return {**harness.base_env(root), "CODEX_HOME": str(root.codex_home), "OPAL_HOOK_TIMEOUT": "60"}
+
+
 def _opal(root: harness.Root, *args: str) -> subprocess.CompletedProcess:
-    return harness.opal(*args, cwd=root.project, env={**harness.base_env(root), "OPAL_HOOK_TIMEOUT": "60"})
+    return harness.opal(*args, cwd=root.project, env=_env(root))
 
 
 def _commit(root: harness.Root, msg: str, author: str | None = None) -> str:
@@ -57,49 +64,77 @@ def _commit(root: harness.Root, msg: str, author: str | None = None) -> str:
     return sha
 
 
-def _scripts(calc: str) -> list[tuple[str, list[Reply]]]:
-    v2_old = "def sub(a, b):\n    return a - b\n"
-    v2_new = "def sub(a, b):\n    assert a is not None and b is not None\n    return a - b" + MUL
+def _claude_like(calc: str, write: str, edit: str, read: str | None) -> list[tuple[str, list[Reply]]]:
+    """The four turns for an agent with write and edit tools (Claude's Write/Edit, Gemini's
+    write_file/replace); ``read``: the reader an edit needs first (Claude refuses an edit
+    of a file it has not read in the session)."""
+    def edit_turn(prompt: str, old: str, new: str, done: str) -> tuple[str, list[Reply]]:
+        reads = [Reply("Reading calc.py.", [ToolCall(read, {"file_path": calc})])] if read else []
+        args = {"file_path": calc, "old_string": old, "new_string": new}
+        if edit == "replace":  # Gemini CLI's replace asks what the edit is for
+            args["instruction"] = "Make the change the user asked for."
+        return prompt, [*reads, Reply("Editing calc.py.", [ToolCall(edit, args)]), Reply(done)]
+
     return [
-        (P1, [Reply("Writing calc.py.", [ToolCall("Write", {"file_path": calc, "content": V1})]),
+        (P1, [Reply("Writing calc.py.", [ToolCall(write, {"file_path": calc, "content": V1})]),
               Reply("Wrote calc.py. [blame1-done]")]),
-        (P2, [Reply("Reading calc.py.", [ToolCall("Read", {"file_path": calc})]),
-              Reply("Editing sub() and adding mul().", [ToolCall("Edit", {"file_path": calc, "old_string": v2_old,
-                                                                            "new_string": v2_new})]),
-              Reply("Done. [blame2-done]")]),
-        (P3, [Reply("Reading calc.py.", [ToolCall("Read", {"file_path": calc})]),
-              Reply("Adding div().", [ToolCall("Edit", {"file_path": calc, "old_string": "    return a * b\n",
-                                                          "new_string": "    return a * b" + DIV})]),
-              Reply("Done. [blame3-done]")]),
-        (P4, [Reply("Reading calc.py.", [ToolCall("Read", {"file_path": calc})]),
-              Reply("Adding a docstring.", [ToolCall("Edit", {"file_path": calc, "old_string": "def add(a, b):\n",
-                                                                "new_string": '"""Arithmetic."""\n\n\ndef add(a, b):\n'})]),
-              Reply("Done. [blame4-done]")]),
+        edit_turn(P2, SUB_OLD, SUB_NEW, "Done. [blame2-done]"),
+        edit_turn(P3, "    return a * b\n", "    return a * b" + DIV, "Done. [blame3-done]"),
+        edit_turn(P4, "def add(a, b):\n", DOC + "def add(a, b):\n", "Done. [blame4-done]"),
     ]
 
 
-def build(base: Path) -> tuple[harness.Root, dict]:
-    """The story: three code commits by claude and a person, and an uncommitted fourth turn."""
-    harness.require_client("claude")
+def _codex(calc: str) -> list[tuple[str, list[Reply]]]:
+    """The same four turns as Codex apply_patch calls (paths relative to the session's folder)."""
+    def patch(body: str, done: str) -> list[Reply]:
+        text = "*** Begin Patch\n" + body + "*** End Patch\n"
+        return [Reply("Patching calc.py.", [ToolCall("apply_patch", text, custom=True)]), Reply(done)]
+
+    def plus(text: str) -> str:
+        return "".join("+" + ln + "\n" for ln in text.splitlines())
+
+    return [
+        (P1, patch("*** Add File: calc.py\n" + plus(V1), "Wrote calc.py. [blame1-done]")),
+        (P2, patch("*** Update File: calc.py\n@@\n def sub(a, b):\n+    assert a is not None and b is not None\n"
+                   "     return a - b\n" + plus(MUL), "Done. [blame2-done]")),
+        (P3, patch("*** Update File: calc.py\n@@\n     return a * b\n" + plus(DIV[1:]), "Done. [blame3-done]")),
+        (P4, patch("*** Update File: calc.py\n@@\n" + plus(DOC) + " def add(a, b):\n", "Done. [blame4-done]")),
+    ]
+
+
+def _scripts(client: str, calc: str) -> list[tuple[str, list[Reply]]]:
+    if client == "claude":
+        return _claude_like(calc, "Write", "Edit", "Read")
+    if client == "gemini":
+        return _claude_like(calc, "write_file", "replace", None)
+    return _codex(calc)
+
+
+def build(base: Path, client: str = "claude") -> tuple[harness.Root, dict]:
+    """The story: three code commits by the agent and a person, and an uncommitted fourth turn."""
+    harness.require_client(client)
     root = harness.make_root(base, prefix="opal-blame-")
     calc = str(root.project / "calc.py")
     _opal(root, "init")
     _opal(root, "hooks", "install")
-    steps = _scripts(calc)
+    steps = _scripts(client, calc)
     commits: dict = {}
-    with harness.mock_for("claude", [], lifetime=600) as srv:
+    with harness.mock_for(client, [], lifetime=600) as srv:
         sid = None
 
         def turn(i: int) -> None:
             nonlocal sid
             prompt, replies = steps[i]
+            before = (root.project / "calc.py").read_text() if (root.project / "calc.py").exists() else None
             srv.add(*replies)
             if sid is None:
-                r = harness.run_claude(root, srv.port, prompt, server=srv)
+                r = harness.run_client(client, root, srv.port, prompt, server=srv)
                 sid = r.session_id
             else:
-                r = harness.run_claude(root, srv.port, prompt, resume=sid, server=srv)
+                r = harness.run_client(client, root, srv.port, prompt, resume=sid, server=srv)
             assert r.ok, r.describe()
+            after = (root.project / "calc.py").read_text() if (root.project / "calc.py").exists() else None
+            assert after != before, f"turn {i + 1} left calc.py as it was:\n{after}\n{r.describe()}\n{srv.errors}"
 
         turn(0)
         commits["c1"] = _commit(root, "calc: add and sub")
@@ -120,9 +155,10 @@ def build(base: Path) -> tuple[harness.Root, dict]:
     return root, commits
 
 
-@pytest.fixture(scope="module")
-def story(tmp_path_factory):
-    root, commits = build(tmp_path_factory.mktemp("blame"))
+@pytest.fixture(scope="module", params=["claude", "codex", "gemini"])
+def story(request, tmp_path_factory):
+    root, commits = build(tmp_path_factory.mktemp("blame"), request.param)
+    commits["client"] = request.param
     yield root, commits
     root.cleanup()
 
@@ -148,11 +184,12 @@ def test_every_line_is_attributed_to_its_turn_or_person(story):
     human = got["lines"][4]["owner"]
     assert human["author"].startswith("A Person") and human["commit"] == c["c3"]
     agent = got["lines"][8]["owner"]
-    assert agent["agent"] == "claude" and agent["session"] == c["session"] and agent["tool"] == "Edit"
+    tool = {"claude": "Edit", "codex": "apply_patch", "gemini": "replace"}[c["client"]]
+    assert agent["agent"] == c["client"] and agent["session"] == c["session"] and agent["tool"] == tool
     # The state and turn it names hold that very call.
     shown = json.loads(_opal(root, "show", agent["revision"], "--json").stdout)
     calls = [b for b in shown["blocks"] if b["type"] == "tool_call"]
-    assert calls and calls[0]["name"] == "Edit" and "assert a is not None" in calls[0]["input"]["new_string"]
+    assert calls and calls[0]["name"] == tool and "assert a is not None" in json.dumps(calls[0]["input"])
 
 
 def test_range_code_revision_and_porcelain(story):
@@ -167,19 +204,18 @@ def test_range_code_revision_and_porcelain(story):
     at = next(i for i, x in enumerate(por) if x.startswith(c["c3"] + " 5 5"))
     assert "opal-kind human" in por[at:] and "author A Person" in por[at:] and por[-1] == "\t    return b + a  # by hand"
     human = _opal(root, "blame", "calc.py").stdout.splitlines()
-    assert "human" in human[4] and "A Person" in human[4] and "claude" in human[8]
+    assert "human" in human[4] and "A Person" in human[4] and c["client"] in human[8]
 
 
 def test_export_at_line_is_the_context_right_after_that_turn(story):
     root, c = story
-    r = json.loads(_opal(root, "export", "--at-line", "calc.py:9", "--to", "claude", "--json").stdout)
-    path = r["files"][0]
-    text = Path(path).read_text()
-    assert P2 in text and "assert a is not None" in text and P3 not in text
-    # The context ends with the Edit call and its result: not the reply after it.
-    convo = [json.loads(x) for x in text.splitlines() if json.loads(x).get("type") in ("user", "assistant")]
-    assert "tool_result" in json.dumps(convo[-1]) and "assert a is not None" in json.dumps(convo[-2])
-    assert "blame2-done" not in text
+    r = json.loads(_opal(root, "export", "--at-line", "calc.py:9", "--to", c["client"], "--json").stdout)
+    text = Path(r["files"][0]).read_text()
+    # The context ends with the call that wrote line 9 and its result: not the reply after it.
+    assert P2 in text and "assert a is not None" in text and "blame2-done" not in text and P3 not in text
+    if c["client"] == "claude":
+        convo = [json.loads(x) for x in text.splitlines() if json.loads(x).get("type") in ("user", "assistant")]
+        assert "tool_result" in json.dumps(convo[-1]) and "assert a is not None" in json.dumps(convo[-2])
     p = subprocess.run([__import__("sys").executable, "-m", "opalgit", "export", "--at-line", "calc.py:5", "--to",
-                        "claude"], cwd=root.project, env=harness.base_env(root), capture_output=True, text=True)
+                        c["client"]], cwd=root.project, env=_env(root), capture_output=True, text=True)
     assert p.returncode == 4 and "a person changed it in code commit " + c["c3"][:7] in p.stderr, p.stderr
