@@ -21,9 +21,9 @@ line that no replayed change explains was changed by a person, in that commit
   command naming it) makes the lines no change explains ``unattributed``, not human;
 * a version committed before opal recorded any session is ``unattributed``.
 
-Commit times are whole seconds and turn times milliseconds: a change in the very
-second of a commit counts before the commit when that makes the replay agree with
-the commit better, after it otherwise.
+Commit times are whole seconds and turn times milliseconds: the changes in the very
+second of a commit count before it as far as that makes the replay disagree with the
+commit on fewer lines (all of them when it makes no difference), after it otherwise.
 """
 
 from __future__ import annotations
@@ -201,21 +201,24 @@ def replay(lines: list, change: Change) -> list | None:
 
 
 def _produced(change: Change) -> set[str]:
-    """The line texts a change writes (what its new text is matched by when it cannot be replayed)."""
+    """The line texts a change writes that were not there before it: what its new text is
+    matched by when it cannot be replayed (a line also in its old text it only kept)."""
     if change.op == "write":
-        text = change.content
-    elif change.op == "edit":
-        text = change.new
-    elif change.op == "hunks":
-        text = "".join(new for _, new in change.hunks)
-    else:
-        return set()
+        return _keys(change.content)
+    if change.op == "edit":
+        return _keys(change.new) - _keys(change.old)
+    if change.op == "hunks":
+        return set().union(*(_keys(new) - _keys(old) for old, new in change.hunks)) if change.hunks else set()
+    return set()
+
+
+def _keys(text: str) -> set[str]:
     return {_key(t) for t in split_lines(text) if _key(t).strip()}
 
 
 def _interval(start: list, changes: Sequence[Change], version: Version) -> tuple[list, int]:
     """The lines of ``version`` with owners, after replaying ``changes`` on ``start``; and
-    how many of its lines the replay explains."""
+    how many lines the replay and the version disagree on."""
     cur = start
     failed: list[Change] = []
     for ch in changes:
@@ -238,7 +241,7 @@ def _interval(start: list, changes: Sequence[Change], version: Version) -> tuple
     for j, row in enumerate(out):
         if row is None:
             out[j] = [target[j], _unexplained(b[j], failed, version), version.commit]
-    return out, explained
+    return out, len(a) + len(b) - 2 * explained
 
 
 def _unexplained(text: str, failed: list[Change], version: Version) -> Owner:
@@ -276,9 +279,9 @@ def attribute(versions: Sequence[Version], changes: Iterable[Change]) -> list[Li
             same += 1
         best: tuple[int, int, list] | None = None
         for cut in range(same, upto - 1, -1):  # more of the same second first: ties count them in
-            out, explained = _interval(lines, pending[k:cut], version)
-            if best is None or explained > best[0]:
-                best = (explained, cut, out)
+            out, wrong = _interval(lines, pending[k:cut], version)
+            if best is None or wrong < best[0]:
+                best = (wrong, cut, out)
         assert best is not None
         _, k, lines = best
     return [Line(i + 1, _key(row[0]), row[1], row[2]) for i, row in enumerate(lines)]
