@@ -43,12 +43,12 @@ from .util import (
 )
 
 MB = 1 << 20
-BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers")
+BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "blame")
 #: Rows every run produces (whatever --sizes), in this order; --quick included.
 ROW_IDS = (
     "import", "incremental", "storage.single", "storage.grow20", "storage.naive", "storage.forks.same",
     "storage.forks.export", "export.claude", "export.codex", "export.gemini", "read.log", "read.show",
-    "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls",
+    "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls", "blame",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
 #: The Claude session shapes the memory benchmark imports besides the bench's own
@@ -816,13 +816,18 @@ class Bench:
                      extra={"opal": opal_calls, "hc": hc_calls, "source_calls": st.tool_calls,
                             "baseline_unit": "calls"}))
 
+    def bench_blame(self) -> None:
+        from .blame import bench_blame
+
+        bench_blame(self)
+
     # ----------------------------------------------------------------------- run
 
     def run(self) -> None:
         table_of: dict[str, Callable[[], None]] = {
             "import": self.bench_import, "incremental": self.bench_incremental, "storage": self.bench_storage,
             "export": self.bench_export, "read": self.bench_read, "memory": self.bench_memory,
-            "hooks": self.bench_hooks, "peers": self.bench_peers,
+            "hooks": self.bench_hooks, "peers": self.bench_peers, "blame": self.bench_blame,
         }
         self.log("[warm-up]")
         self.warm_up()
