@@ -225,8 +225,16 @@ def _interval(start: list, changes: Sequence[Change], version: Version) -> tuple
         nxt = replay(cur, ch)
         if nxt is None:
             failed.append(ch)
-        else:
-            cur = nxt
+            continue
+        if ch.op == "write" and failed:
+            # The replay had lost track (an edit it could not make): a line this write
+            # only carried over may be that edit's, known by its text.
+            for row in nxt:
+                if row[1] is ch.owner:
+                    by_text = [f for f in failed if _key(row[0]) in _produced(f)]
+                    if len(by_text) == 1:
+                        row[1] = by_text[0].owner
+        cur = nxt
     target = split_lines(version.text or "")
     a = [_key(x[0]) for x in cur]
     b = [_key(t) for t in target]

@@ -106,7 +106,7 @@ def _relpath(repo: Repository, path: str, cwd: str) -> str:
     return rel.replace(os.sep, "/")
 
 
-def run_git(repo: Repository, args: list[str]) -> str:
+def git_output(repo: Repository, args: list[str]) -> str:
     try:
         proc = gitcmd.run(repo.git_dir, args, cwd=repo.workdir)
     except gitcmd.GitMissing as exc:
@@ -119,7 +119,7 @@ def run_git(repo: Repository, args: list[str]) -> str:
 def file_commits(repo: Repository, rel: str, commit: bytes) -> list[tuple[bytes, int, str, str]]:
     """The code commits that changed the file up to ``commit``, oldest first:
     ``(sha, committer time, author, the file's path in it)``. Merges along the first parent."""
-    out = run_git(repo, ["-c", "core.quotepath=off", "log", "--first-parent", "-m", "--follow", "--name-only",
+    out = git_output(repo, ["-c", "core.quotepath=off", "log", "--first-parent", "-m", "--follow", "--name-only",
                       "--format=%x01%H %ct %an <%ae>", commit.hex(), "--", rel])
     found: list[tuple[bytes, int, str, str]] = []
     for chunk in out.split("\x01")[1:]:
@@ -311,6 +311,13 @@ def _rel(repo: Repository, path: str, cwd: str | None) -> str | None:
 
 
 def _changes(repo: Repository, t: _Turn, name: str, args, owner: Owner) -> list[tuple[str, Change]]:
+    if t.session.agent == "claude" and name == "MultiEdit" and isinstance(args, dict):
+        # Its edits, in order, on one file (the shared actions have no counterpart).
+        rel = _rel(repo, str(args.get("file_path") or ""), t.session.cwd)
+        edits = args.get("edits") if isinstance(args.get("edits"), list) else []
+        return [(rel, Change("edit", t.time, owner, old=str(e.get("old_string") or ""),
+                             new=str(e.get("new_string") or ""), all=bool(e.get("replace_all"))))
+                for e in edits if isinstance(e, dict)] if rel else []
     action = parse_call(t.session.agent, name, args)
     if action is None:
         return []

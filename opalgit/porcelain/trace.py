@@ -17,7 +17,7 @@ from typing import Iterator
 from opalgit import __version__
 from opalgit.errors import UsageError
 from opalgit.history.attribution import Line
-from opalgit.porcelain.blame import Recorded, blame, code_rev, run_git, recorded_changes
+from opalgit.porcelain.blame import Recorded, blame, code_rev, git_output, recorded_changes
 from opalgit.store.repo import Repository
 from opalgit.times import iso_seconds
 
@@ -34,13 +34,13 @@ def commits_of(repo: Repository, spec: str) -> list[bytes]:
     if ".." in spec:
         left, _, right = spec.partition("..")
         a, b = code_rev(repo, left or "HEAD"), code_rev(repo, right or "HEAD")
-        out = run_git(repo, ["rev-list", "--reverse", "--first-parent", b.hex(), "--not", a.hex()])
+        out = git_output(repo, ["rev-list", "--reverse", "--first-parent", b.hex(), "--not", a.hex()])
         return [bytes.fromhex(x) for x in out.split()]
     return [code_rev(repo, spec)]
 
 
 def _changed_files(repo: Repository, commit: bytes) -> list[str]:
-    out = run_git(repo, ["-c", "core.quotepath=off", "diff-tree", "--root", "--no-commit-id", "--name-only", "-r", "-m",
+    out = git_output(repo, ["-c", "core.quotepath=off", "diff-tree", "--root", "--no-commit-id", "--name-only", "-r", "-m",
                       "--first-parent", "--diff-filter=AMRTC", commit.hex()])
     return [p for p in dict.fromkeys(out.splitlines()) if p and not p.startswith('"')]
 

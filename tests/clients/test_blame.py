@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,8 @@ def _opal(root: harness.Root, *args: str) -> subprocess.CompletedProcess:
 
 
 def _commit(root: harness.Root, msg: str, author: str | None = None) -> str:
+    # One commit a second at most: a fixture replays them with these times.
+    time.sleep(1.05)
     _git(root, "add", "-A", author=author)
     r = _git(root, "commit", "-q", "-m", msg, author=author)
     assert "skipped" not in r.stderr and "failed" not in r.stderr, r.stderr
@@ -118,7 +121,7 @@ def build(base: Path, client: str = "claude") -> tuple[harness.Root, dict]:
     _opal(root, "init")
     _opal(root, "hooks", "install")
     steps = _scripts(client, calc)
-    commits: dict = {}
+    commits: dict = {"steps": []}
     with harness.mock_for(client, [], lifetime=600) as srv:
         sid = None
 
@@ -136,22 +139,37 @@ def build(base: Path, client: str = "claude") -> tuple[harness.Root, dict]:
             after = (root.project / "calc.py").read_text() if (root.project / "calc.py").exists() else None
             assert after != before, f"turn {i + 1} left calc.py as it was:\n{after}\n{r.describe()}\n{srv.errors}"
 
+        def record(name: str, msg: str | None, author: str | None = None) -> None:
+            """A code commit (or, with no ``msg``, an 'opal commit'), remembered for the fixture."""
+            if msg is None:
+                _opal(root, "commit")
+            else:
+                commits[name] = _commit(root, msg, author)
+            found = harness.session_file(client, root, sid)
+            commits["steps"].append({
+                "name": name, "message": msg, "author": author or "opal tests",
+                "time": int(_git(root, "log", "-1", "--format=%ct").stdout) if msg else None,
+                "calc": (root.project / "calc.py").read_text(), "session": found.read_text() if found else None,
+                "session_name": found.name if found else None,
+            })
+
         turn(0)
-        commits["c1"] = _commit(root, "calc: add and sub")
+        record("c1", "calc: add and sub")
         turn(1)
-        commits["c2"] = _commit(root, "calc: checked sub, mul")
+        record("c2", "calc: checked sub, mul")
         # A person changes add() by hand and commits.
         text = (root.project / "calc.py").read_text()
         (root.project / "calc.py").write_text(text.replace("    return a + b\n", "    return b + a  # by hand\n"))
-        commits["c3"] = _commit(root, "calc: by hand", author="A Person")
+        record("c3", "calc: by hand", "A Person")
         turn(2)
-        commits["c4"] = _commit(root, "calc: div")
+        record("c4", "calc: div")
         turn(3)
-        _opal(root, "commit")  # the fourth turn is recorded, its edit not committed to git
+        record("opal", None)  # the fourth turn is recorded, its edit not committed to git
         # And a person's uncommitted line.
         with open(root.project / "calc.py", "a") as fh:
             fh.write("# scratch\n")
     commits["session"] = sid
+    commits["project"] = str(root.project)
     return root, commits
 
 
@@ -219,3 +237,27 @@ def test_export_at_line_is_the_context_right_after_that_turn(story):
     p = subprocess.run([__import__("sys").executable, "-m", "opalgit", "export", "--at-line", "calc.py:5", "--to",
                         c["client"]], cwd=root.project, env=_env(root), capture_output=True, text=True)
     assert p.returncode == 4 and "a person changed it in code commit " + c["c3"][:7] in p.stderr, p.stderr
+
+
+def regenerate(client: str, out: Path) -> None:
+    """Write the fixture tests/unit/test_blame.py replays: each step's session file and
+    calc.py, the commit times, and what opal blame said on the real run."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="opal-blame-fixture-"))
+    root, story = build(base, client)
+    try:
+        story["client"] = client
+        story["blame"] = _blame(root, "calc.py")["lines"]
+        story["blame_c2"] = _blame(root, "calc.py", story["c2"])["lines"]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{client}.json").write_text(json.dumps(story, indent=1) + "\n")
+    finally:
+        root.cleanup()
+
+
+if __name__ == "__main__":  # python -m tests.clients.test_blame [client...]: rewrite tests/fixtures/blame/
+    import sys
+
+    for name in sys.argv[1:] or ["claude", "codex", "gemini"]:
+        regenerate(name, Path(__file__).resolve().parents[1] / "fixtures" / "blame")
