@@ -60,10 +60,11 @@ class Story:
         call = f"toolu_{uuid.uuid4().hex[:20]}"
         use = {"type": "tool_use", "id": call, "name": "Edit",
                "input": {"file_path": self.path, "old_string": old_text, "new_string": "".join(x + "\n" for x in new)}}
+        # One record at a time: each is the child of the one before (a chain, not forks).
         self._append(_record("assistant", self.sid, self.repo, self.parent, when + 0.1,
                              {"id": f"msg_{self.turn}", "type": "message", "role": "assistant", "model": "claude-bench",
-                              "content": [use], "stop_reason": "tool_use"}),
-                     _record("user", self.sid, self.repo, self.parent, when + 0.2,
+                              "content": [use], "stop_reason": "tool_use"}))
+        self._append(_record("user", self.sid, self.repo, self.parent, when + 0.2,
                              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call,
                                                            "content": "The file has been updated."}]}))
         self.lines[i:i + 1] = [(x, ("agent", f"edit {self.turn}")) for x in new]
@@ -115,14 +116,11 @@ def bench_blame(suite) -> None:
             story.human_edit()
         story.committed(commit(f"step {c}", t + 30))
     walls, git_walls = [], []
-    out = ""
-    for _ in range(suite.cfg.runs):
-        p = suite.opal("blame", "big.py", "--json", cwd=repo).check()
-        walls.append(p.wall)
-        out = p.out
+    for _ in range(suite.cfg.runs):  # the same output shape on both sides, taking turns
+        walls.append(suite.opal("blame", "--porcelain", "big.py", cwd=repo).check().wall)
         git_walls.append(suite.git("blame", "--porcelain", "big.py", cwd=repo).check().wall)
-    wrong = _wrong(json.loads(out)["lines"], story.lines)
-    suite.row(Row("blame", f"opal blame, {size['lines']}-line file, {size['edits']} agent edits over "
+    wrong = _wrong(json.loads(suite.opal("blame", "big.py", "--json", cwd=repo).check().out)["lines"], story.lines)
+    suite.row(Row("blame", f"opal blame --porcelain, {size['lines']}-line file, {size['edits']} agent edits over "
                            f"{size['commits']} code commits", median(walls), "s", median(git_walls),
                   "git blame --porcelain of the same file",
                   note=f"{wrong} of {len(story.lines)} lines attributed wrongly" if wrong else

@@ -121,10 +121,10 @@ def _key(text: str) -> str:
 
 def _assign(old: list, new_texts: list[str], owner: Owner) -> list:
     """``new_texts`` in place of the lines ``old``: lines kept as they were keep their owner."""
-    a = [_key(x[0]) for x in old]
-    b = [_key(t) for t in new_texts]
+    # Lines compare with their line ends, as git's do (a last line that gains one changed).
+    a = [x[0] for x in old]
     out: list = []
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, new_texts, autojunk=False).get_opcodes():
         if tag == "equal":
             out.extend([new_texts[j1 + k], old[i1 + k][1], old[i1 + k][2]] for k in range(i2 - i1))
         else:
@@ -133,7 +133,8 @@ def _assign(old: list, new_texts: list[str], owner: Owner) -> list:
 
 
 def _edit(lines: list, old: str, new: str, every: bool, owner: Owner) -> list | None:
-    text = "".join(x[0] for x in lines)
+    texts = [x[0] for x in lines]
+    text = "".join(texts)
     if old == "":
         # An edit with no old text creates the file; on a file with content it fails.
         return _assign(lines, split_lines(new), owner) if text == "" else None
@@ -146,7 +147,7 @@ def _edit(lines: list, old: str, new: str, every: bool, owner: Owner) -> list | 
         at = text.find(old, at + len(old))
     if not found or (not every and text.find(old, found[0] + 1) >= 0):
         return None  # not there, or not unique: the tool itself refuses such an edit
-    starts = [0, *accumulate(len(x[0]) for x in lines)]
+    starts = [0, *accumulate(map(len, texts))]
     out = list(lines)
     for s in reversed(found):
         e = s + len(old)
@@ -236,8 +237,10 @@ def _interval(start: list, changes: Sequence[Change], version: Version) -> tuple
                         row[1] = by_text[0].owner
         cur = nxt
     target = split_lines(version.text or "")
-    a = [_key(x[0]) for x in cur]
-    b = [_key(t) for t in target]
+    a = [x[0] for x in cur]
+    b = target
+    if a == b:  # the replay is the commit (the common case): every line as replayed
+        return [[t, row[1], row[2] if row[2] is not None else version.commit] for t, row in zip(target, cur)], 0
     out: list = [None] * len(target)
     explained = 0
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
@@ -248,7 +251,7 @@ def _interval(start: list, changes: Sequence[Change], version: Version) -> tuple
             explained += i2 - i1
     for j, row in enumerate(out):
         if row is None:
-            out[j] = [target[j], _unexplained(b[j], failed, version), version.commit]
+            out[j] = [target[j], _unexplained(_key(b[j]), failed, version), version.commit]
     return out, len(a) + len(b) - 2 * explained
 
 

@@ -44,6 +44,13 @@ _WRITERS = re.compile(r">|\btee\b|\bsed\s+-i|\bperl\s+-\w*i|\bmv\b|\bcp\b|\brm\b
 _HEREDOC = re.compile(r"\A\s*cat\s*>\s*(?P<path>[^\s<>|;&]+)\s*<<-?\s*(?P<q>['\"]?)(?P<tag>\w+)(?P=q)[ \t]*\n"
                       r"(?P<body>.*?)\n?(?P=tag)\s*\Z", re.S)
 PROMPT_CHARS = 2000
+#: The tools of the built-in agents that can change a file (shells included): a record
+#: whose summary names none of them is not read. Other agents' records are all read.
+WRITERS = {
+    "claude": {"Write", "Edit", "MultiEdit", "Bash"},
+    "codex": {"apply_patch", "exec_command", "shell", "container.exec", "local_shell"},
+    "gemini": {"write_file", "replace", "run_shell_command"},
+}
 
 
 @dataclass
@@ -196,6 +203,8 @@ def recorded_changes(repo: Repository) -> Recorded:
     rec = Recorded({}, None)
     seen_leaves: dict[bytes, str | None] = {}
     failed: set[tuple[str, str]] = set()
+    calls: set[tuple[str, str]] = set()  # (session, call id) of the calls that changed a file
+    done: dict[tuple[str, bytes], str | None] = {}
     raw: list[tuple[str, Change, str, str | None]] = []  # (path, change, session id, call id)
     for oid in _all_states(repo):
         try:
@@ -204,8 +213,8 @@ def recorded_changes(repo: Repository) -> Recorded:
             continue  # not a state (a link to something else): fsck's business
         if st.root is None or st.header.session is None:
             continue
-        for t in _state_turns(repo, st, seen_leaves):
-            _collect(repo, rec, raw, failed, t)
+        for t in _state_turns(repo, st, seen_leaves, calls, done):
+            _collect(repo, rec, raw, failed, t, calls)
     for rel, change, sid, call in raw:
         if call is None or (sid, call) not in failed:
             rec.by_path.setdefault(rel, []).append(change)
@@ -222,8 +231,21 @@ class _Turn:
     prompt: str | None
 
 
-def _state_turns(repo: Repository, st, seen: dict[bytes, str | None]) -> Iterator[_Turn]:
-    """The turns of a state in leaves not read before, with the prompt each follows."""
+def _wanted(item, session: SessionInfo, calls: set) -> bool:
+    """Whether a tool record may matter: a call of a tool that writes files, or the result of one."""
+    writers = WRITERS.get(session.agent)
+    if writers is None:
+        return True
+    s = item.summary
+    if s.get("kind") == "tool_call":
+        return bool(writers.intersection(str(s.get("tool") or "").split(",")))
+    return any((session.id, r) in calls for r in s.get("results") or ())
+
+
+def _state_turns(repo: Repository, st, seen: dict[bytes, str | None], calls: set,
+                 done: dict[tuple[str, bytes], str | None]) -> Iterator[_Turn]:
+    """The turns of a state in leaves not read before, with the prompt each follows
+    (``done``: the records already read, and the prompt a user's record set)."""
     leaves = sequence.leaves(repo.store, st.root)
     fresh = [lf for lf in leaves if lf.oid not in seen]
     if not fresh:
@@ -251,13 +273,19 @@ def _state_turns(repo: Repository, st, seen: dict[bytes, str | None]) -> Iterato
                 number += 1
             if not fresh_leaf:
                 continue
+            key = (session.id, it.id)
+            if key in done:  # a record of a leaf read before, in the leaf the next commit reopened
+                prompt = done[key] or prompt
+                continue
             role, kind = it.summary.get("role"), it.summary.get("kind")
-            if role == "user" and kind == "message" or kind in ("tool_call", "tool_result"):
+            if role == "user" and kind == "message" or kind in ("tool_call", "tool_result") and _wanted(it, session, calls):
                 if normal is None:
                     normal = _normal(repo, it, session.agent)
                 if role == "user" and kind == "message":
                     prompt = _text(normal) or prompt
+                    done[key] = prompt
                     continue
+                done[key] = None
                 yield _Turn(st.oid, number, normal, session, int(it.summary.get("time") or fallback), prompt)
         if fresh_leaf:
             seen[lf.oid] = prompt
@@ -275,7 +303,7 @@ def _text(normal: Normal) -> str | None:
     return text[:PROMPT_CHARS] or None
 
 
-def _collect(repo: Repository, rec: Recorded, raw: list, failed: set, t: _Turn) -> None:
+def _collect(repo: Repository, rec: Recorded, raw: list, failed: set, t: _Turn, calls: set) -> None:
     """The file changes of one turn's tool calls (and which calls failed)."""
     if rec.earliest is None or t.time < rec.earliest:
         rec.earliest = t.time
@@ -292,6 +320,8 @@ def _collect(repo: Repository, rec: Recorded, raw: list, failed: set, t: _Turn) 
         owner = replace(owner, call=call)
         for rel, change in _changes(repo, t, name, b.get("input"), owner):
             raw.append((rel, change, sid, call))
+            if call is not None:
+                calls.add((sid, call))
 
 
 def _rel(repo: Repository, path: str, cwd: str | None) -> str | None:
