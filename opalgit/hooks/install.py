@@ -272,7 +272,7 @@ def render_shim(name: str, python: str | None = None) -> str:
         save_input="printf '%s' \"$input\" 2>/dev/null >\"$queue/input.$$\"" if stdin else "",
         run_opal=_RUN_OPAL_STDIN if stdin else _RUN_OPAL,
         give_up=_GIVE_UP_STOP if push else _GIVE_UP_DETACH,
-        detach="" if push else _DETACH.format(run="printf '%s' \"$input\" | \"$@\"" if stdin else '"$@" </dev/null'),
+        detach="" if push else _DETACH.format(run=f"printf '%s' \"$input\" | \"$@\"" if stdin else '"$@" </dev/null'),
     ).replace("\n\n\n", "\n\n")
 
 
