@@ -182,7 +182,11 @@ def story(request, tmp_path_factory):
 
 
 def _blame(root, *args) -> dict:
-    return json.loads(_opal(root, "blame", *args, "--json").stdout)
+    from opalgit.cli import jsonout
+
+    out = json.loads(_opal(root, "blame", *args, "--json").stdout)
+    assert jsonout.validate(out, jsonout.SCHEMAS["blame"][2]) == [], out
+    return out
 
 
 def test_every_line_is_attributed_to_its_turn_or_person(story):

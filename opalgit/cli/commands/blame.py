@@ -23,7 +23,7 @@ def _range(value: str | None) -> tuple[int, int] | None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("file", metavar="FILE")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
 @click.argument("code_rev", required=False, metavar="[CODE_REV]")
 @click.option("-L", "lines", metavar="START,END", help="Only these lines (1-based, inclusive).")
 @click.option("--porcelain", is_flag=True, help="Machine-readable, shaped like 'git blame --porcelain' (with opal-* headers).")
