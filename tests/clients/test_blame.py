@@ -265,3 +265,36 @@ if __name__ == "__main__":  # python -m tests.clients.test_blame [client...]: re
 
     for name in sys.argv[1:] or ["claude", "codex", "gemini"]:
         regenerate(name, Path(__file__).resolve().parents[1] / "fixtures" / "blame")
+
+
+def test_resume_at_a_persons_line_is_refused_before_anything_starts(story):
+    root, c = story
+    p = subprocess.run([__import__("sys").executable, "-m", "opalgit", "resume", "--at-line", "calc.py:5", "--agent",
+                        c["client"]], cwd=root.project, env=_env(root), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 4 and "a person changed it" in p.stderr and "Starting" not in p.stdout, p.stderr
+
+
+def test_trace_export_is_agent_trace_of_each_code_commit(story):
+    import re
+    import uuid
+
+    root, c = story
+    out = _opal(root, "trace", "export", f"{c['c1']}~1..HEAD").stdout
+    records = [json.loads(x) for x in out.splitlines()]
+    assert [r["vcs"]["revision"] for r in records] == [c["c1"], c["c2"], c["c3"], c["c4"]]
+    for r in records:
+        assert re.fullmatch(r"[0-9]+\.[0-9]+", r["version"]) and uuid.UUID(r["id"])
+        assert r["vcs"]["type"] == "git" and r["tool"]["name"] == "opal" and r["timestamp"].endswith("Z")
+        assert [f["path"] for f in r["files"]] == ["calc.py"]
+    by = {r["vcs"]["revision"]: r["files"][0]["conversations"] for r in records}
+    assert [cv["contributor"]["type"] for cv in by[c["c3"]]] == ["human"]
+    assert by[c["c3"]][0]["ranges"] == [{"start_line": 2, "end_line": 2, "content_hash": by[c["c3"]][0]["ranges"][0]
+                                         ["content_hash"]}]
+    (ai,) = by[c["c1"]]
+    assert ai["contributor"]["type"] == "ai" and ai["ranges"][0]["start_line"] == 1 and ai["ranges"][-1]["end_line"] == 6
+    assert ai["url"].startswith("opal://state/") and ai["related"][0]["url"].endswith("/" + c["session"])
+    state, turn = re.fullmatch(r"opal://state/([0-9a-f]{40})/turn/(\d+)", ai["url"]).groups()
+    shown = json.loads(_opal(root, "show", f"{state}:{turn}", "--json").stdout)
+    assert any(b["type"] == "tool_call" for b in shown["blocks"])
+    # The same records again: the ids are the commits'.
+    assert _opal(root, "trace", "export", f"{c['c1']}~1..HEAD").stdout == out
