@@ -254,6 +254,10 @@ def regenerate(client: str, out: Path) -> None:
         story["client"] = client
         story["blame"] = _blame(root, "calc.py")["lines"]
         story["blame_c2"] = _blame(root, "calc.py", story["c2"])["lines"]
+        last = story["steps"][-1]["session"]
+        for step in story["steps"][:-1]:  # a file the agent appends to: its length then, not a copy
+            if step["session"] is not None and last.startswith(step["session"]):
+                step["session_chars"], step["session"] = len(step["session"]), None
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{client}.json").write_text(json.dumps(story, indent=1) + "\n")
     finally:

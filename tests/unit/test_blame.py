@@ -37,8 +37,10 @@ def replay(client: str, tmp_path: Path, home: Path) -> tuple[Repository, Path, d
     env = {"HOME": str(home)}
     shas: dict[str, str] = {}
     state = None
+    last = story["steps"][-1]["session"]
     for step in story["steps"]:
-        session.write_text(step["session"].replace(story["project"], str(proj)))
+        text = step["session"] if step["session"] is not None else last[:step["session_chars"]]
+        session.write_text(text.replace(story["project"], str(proj)))
         try:
             state = porcelain.commit(repo, env, str(proj), file=str(session)).oid
         except NothingToDoError:
