@@ -148,3 +148,23 @@ def test_tool_calls_become_changes_of_the_file_they_name(tmp_path, home, project
     gem = _changes(repo, _turn("gemini", cwd), "replace", {"file_path": f"{cwd}/a.py", "old_string": "1",
                                                            "new_string": "2", "allow_multiple": True}, o)
     assert [(r, c.op, c.all) for r, c in gem] == [("a.py", "edit", True)]
+
+
+def test_a_renamed_file_keeps_its_owners(tmp_path, home):
+    repo, proj, story, shas = replay("claude", tmp_path, home)
+    before = _rows(blame(repo, "calc.py", str(proj)).to_json()["lines"])
+    git("mv", "calc.py", "arith.py", cwd=str(proj))  # the working tree's changes go along, uncommitted
+    _git_commit(proj, "rename", "A Person", max(s["time"] or 0 for s in story["steps"]) + 5)
+    after = blame(repo, "arith.py", str(proj)).to_json()
+    assert after["path"] == "arith.py" and _rows(after["lines"]) == before
+
+
+def test_with_no_session_recorded_nothing_is_guessed(project, home):
+    porcelain.init(str(project))
+    repo = Repository.discover(str(project))
+    res = blame(repo, "README.md", str(project))
+    assert [ln.owner.kind for ln in res.lines] == ["unattributed"] and "opal hooks install" in res.notes[0]
+    (project / "new.txt").write_text("typed\n")  # not known to git at all: the working tree's
+    assert [ln.owner.kind for ln in blame(repo, "new.txt", str(project)).lines] == ["uncommitted"]
+    with pytest.raises(UsageError, match="outside the repository"):
+        blame(repo, "/etc/hostname", str(project))
