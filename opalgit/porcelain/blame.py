@@ -31,6 +31,7 @@ from opalgit.history import sequence
 from opalgit.history.attribution import Change, Line, Owner, Version, attribute
 from opalgit.history.model import Normal, SessionInfo
 from opalgit.history.states import load_state, turn_of
+from opalgit.plural import count
 from opalgit.porcelain.states import normals_of, replays
 from opalgit.store import gitcmd
 from opalgit.store.refs import NAMESPACE, OPLOG_REF
@@ -170,6 +171,7 @@ class Recorded:
 
     by_path: dict[str, list[Change]]
     earliest: int | None  # ms: the first recorded turn's time
+    unreadable: int = 0  # records that could not be decoded (opal fsck says why): left out, and said
 
 
 def _state_roots(repo: Repository) -> list[bytes]:
@@ -205,6 +207,7 @@ def recorded_changes(repo: Repository) -> Recorded:
     failed: set[tuple[str, str]] = set()
     calls: set[tuple[str, str]] = set()  # (session, call id) of the calls that changed a file
     done: dict[tuple[str, bytes], str | None] = {}
+    unreadable: list[bytes] = []
     raw: list[tuple[str, Change, str, str | None]] = []  # (path, change, session id, call id)
     for oid in _all_states(repo):
         try:
@@ -213,8 +216,9 @@ def recorded_changes(repo: Repository) -> Recorded:
             continue  # not a state (a link to something else): fsck's business
         if st.root is None or st.header.session is None:
             continue
-        for t in _state_turns(repo, st, seen_leaves, calls, done):
+        for t in _state_turns(repo, st, seen_leaves, calls, done, unreadable):
             _collect(repo, rec, raw, failed, t, calls)
+    rec.unreadable = len(set(unreadable))
     for rel, change, sid, call in raw:
         if call is None or (sid, call) not in failed:
             rec.by_path.setdefault(rel, []).append(change)
@@ -243,7 +247,7 @@ def _wanted(item, session: SessionInfo, calls: set) -> bool:
 
 
 def _state_turns(repo: Repository, st, seen: dict[bytes, str | None], calls: set,
-                 done: dict[tuple[str, bytes], str | None]) -> Iterator[_Turn]:
+                 done: dict[tuple[str, bytes], str | None], unreadable: list) -> Iterator[_Turn]:
     """The turns of a state in leaves not read before, with the prompt each follows
     (``done``: the records already read, and the prompt a user's record set)."""
     leaves = sequence.leaves(repo.store, st.root)
@@ -280,7 +284,11 @@ def _state_turns(repo: Repository, st, seen: dict[bytes, str | None], calls: set
             role, kind = it.summary.get("role"), it.summary.get("kind")
             if role == "user" and kind == "message" or kind in ("tool_call", "tool_result") and _wanted(it, session, calls):
                 if normal is None:
-                    normal = _normal(repo, it, session.agent)
+                    try:
+                        normal = _normal(repo, it, session.agent)
+                    except (OpalError, ValueError, KeyError, TypeError):
+                        unreadable.append(it.id)
+                        continue
                 if role == "user" and kind == "message":
                     prompt = _text(normal) or prompt
                     done[key] = prompt
@@ -448,6 +456,9 @@ def blame(repo: Repository, path: str, cwd: str, rev: str | None = None, *, line
         result = result[start - 1:end]
     notes = [] if recorded.earliest is not None else \
         ["no agent session is recorded in this repository: run 'opal hooks install' (or 'opal commit') first"]
+    if recorded.unreadable:
+        notes.append(f"{count(recorded.unreadable, 'stored record')} could not be read and "
+                     f"{'were' if recorded.unreadable != 1 else 'was'} left out; 'opal fsck' says why")
     return BlameResult(rel, rev, commit if rev is not None else None, result, total, len(changes), notes)
 
 

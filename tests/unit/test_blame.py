@@ -168,3 +168,21 @@ def test_with_no_session_recorded_nothing_is_guessed(project, home):
     assert [ln.owner.kind for ln in blame(repo, "new.txt", str(project)).lines] == ["uncommitted"]
     with pytest.raises(UsageError, match="outside the repository"):
         blame(repo, "/etc/hostname", str(project))
+
+
+def test_a_record_that_cannot_be_read_is_left_out_and_said(tmp_path, home, monkeypatch):
+    import opalgit.porcelain.blame as blaming
+
+    repo, proj, story, shas = replay("claude", tmp_path, home)
+    real = blaming._normal
+    calls = []
+
+    def broken(repo, item, agent):
+        if item.summary.get("kind") == "tool_call" and not calls:
+            calls.append(item.id)
+            raise KeyError("message")
+        return real(repo, item, agent)
+
+    monkeypatch.setattr(blaming, "_normal", broken)
+    res = blame(repo, "calc.py", str(proj))
+    assert calls and any("1 stored record could not be read" in n for n in res.notes)

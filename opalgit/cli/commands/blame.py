@@ -54,12 +54,9 @@ def blame(c: Ctx, file: str, code_rev: str | None, lines: str | None, porcelain:
     if as_json:
         c.json(res.to_json())
         return
-    if porcelain:
-        c.out(porcelain_lines(repo, res), page=True)
-        return
-    c.out(human_text(c, res), page=True)
+    c.out(porcelain_lines(repo, res) if porcelain else human_text(c, res), page=True)
     for n in res.notes:
-        c.note(n)
+        c.note(n)  # on stderr: what a --porcelain reader parses stays git's shape
 
 
 def _who(o) -> str:
