@@ -262,6 +262,7 @@ def regenerate(client: str, out: Path) -> None:
         (out / f"{client}.json").write_text(json.dumps(story, indent=1) + "\n")
     finally:
         root.cleanup()
+        base.rmdir()
 
 
 if __name__ == "__main__":  # python -m tests.clients.test_blame [client...]: rewrite tests/fixtures/blame/
