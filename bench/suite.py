@@ -44,13 +44,13 @@ from .util import (
 
 MB = 1 << 20
 BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "handoff", "grep",
-              "capture")
+              "capture", "blame")
 #: Rows every run produces (whatever --sizes), in this order; --quick included.
 ROW_IDS = (
     "import", "incremental", "storage.single", "storage.grow20", "storage.naive", "storage.forks.same",
     "storage.forks.export", "export.claude", "export.codex", "export.gemini", "read.log", "read.show",
     "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls", "peers.handoff",
-    "grep", "grep.all", "capture",
+    "grep", "grep.all", "capture", "blame",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
 _BENCH_OF_ROW["peers.handoff"] = "handoff"  # a benchmark of its own (bench/handoff.py), a row among the peers
@@ -840,6 +840,13 @@ class Bench:
 
         bench_capture(self)
 
+    # ----------------------------------------------------------------------- 12 blame
+
+    def bench_blame(self) -> None:
+        from .blame import bench_blame
+
+        bench_blame(self)
+
     # ----------------------------------------------------------------------- run
 
     def run(self) -> None:
@@ -847,7 +854,7 @@ class Bench:
             "import": self.bench_import, "incremental": self.bench_incremental, "storage": self.bench_storage,
             "export": self.bench_export, "read": self.bench_read, "memory": self.bench_memory,
             "hooks": self.bench_hooks, "peers": self.bench_peers, "handoff": self.bench_handoff,
-            "grep": self.bench_grep, "capture": self.bench_capture,
+            "grep": self.bench_grep, "capture": self.bench_capture, "blame": self.bench_blame,
         }
         self.log("[warm-up]")
         self.warm_up()

@@ -383,6 +383,8 @@ FREE: frozenset[tuple[str, str]] = frozenset({
     ("trim", "over"), ("trim", "keep"), ("undo", "op_id"),
     ("gc", "expire"), ("gc", "prune"), ("log", "skip"), ("log", "since"), ("log", "until"), ("log", "fmt"),
     ("secrets purge", "literals"),
+    ("blame", "code_rev"), ("blame", "lines"), ("export", "at_line"), ("resume", "at_line"),
+    ("trace export", "code_range"),
 })
 
 

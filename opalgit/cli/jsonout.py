@@ -387,6 +387,39 @@ schema("at", ["opal at [REV] --json"], "The state recorded with a code commit (o
     "commit": COMMIT,
 })
 
+BLAME_OWNER = obj({
+    "kind": {"enum": ["agent", "human", "uncommitted", "unattributed"]},
+    "agent": d(null(STR), "agent: the agent whose tool call wrote the line"),
+    "session": d(null(STR), "agent: its session id"),
+    "state": d(null(OID), "agent: the first state commit that holds the turn"),
+    "turn": d(null(INT), "agent: the turn's number in that state"),
+    "revision": d(null(STR), "agent: STATE:TURN, for 'opal show' and 'opal export'"),
+    "prompt": d(null(STR), "agent: the user's prompt the turn followed (up to 2,000 characters)"),
+    "tool": d(null(STR), "agent: the tool, as the agent names it (Edit, apply_patch, replace, ...)"),
+    "model": d(null(STR), "agent: the session's model, when recorded"),
+    "commit": d(null(OID), "human, unattributed: the code commit that changed the line"),
+    "author": d(null(STR), "human, unattributed: that commit's author"),
+    "time": d(null(TIME), "agent: the turn's time; human: the commit's"),
+    "reason": d(STR, "unattributed: why opal cannot say"),
+}, optional=("agent", "session", "state", "turn", "revision", "prompt", "tool", "model", "commit", "author",
+             "reason"))
+
+schema("blame", ["opal blame FILE --json"], "Who last wrote each line: a recorded agent turn, a person (a code "
+       "commit), an uncommitted change, or unattributed with the reason (docs/blame.md).", {
+    "path": d(STR, "relative to the repository's top folder"),
+    "revision": d(null(STR), "the code revision asked for; null: the working tree"),
+    "code_commit": d(null(OID), "the code commit blamed; null: the working tree"),
+    "lines_in_file": INT,
+    "recorded_changes": d(INT, "recorded tool calls that changed the file (under any of its names)"),
+    "lines": arr(obj({
+        "line": d(INT, "1-based"),
+        "text": STR,
+        "code_commit": d(null(OID), "the code commit the line came in with; null: not committed yet"),
+        "owner": BLAME_OWNER,
+    })),
+    "notes": arr(STR),
+})
+
 schema("push", ["opal push --json"], "The branch pushed.", {
     "remote": STR, "branch": STR, "remote_branch": STR, "id": OID,
     "status": {"enum": ["new", "fast-forward", "forced", "up-to-date"]},

@@ -25,10 +25,10 @@ from opalgit.errors import OpalError
 
 #: Every command: name -> the module that defines it and attaches it to :data:`cli`.
 LAZY_COMMANDS = {name: "opalgit.cli.commands." + name.replace("-", "_") for name in (
-    "at", "branch", "capture", "clone-state", "commit", "completion", "config", "demo", "diff", "drop", "export",
-    "fetch", "fsck", "gc", "grep", "handoff", "help", "hook", "hooks", "init", "log", "merge", "op", "pull", "push",
-    "resume", "rewind",
-    "secrets", "server", "show", "squash", "stats", "status", "switch", "trim", "undo",
+    "at", "blame", "branch", "capture", "clone-state", "commit", "completion", "config", "demo", "diff", "drop",
+    "export", "fetch", "fsck", "gc", "grep", "handoff", "help", "hook", "hooks", "init", "log", "merge", "op", "pull",
+    "push", "resume", "rewind", "secrets", "server", "show", "squash", "stats", "status", "switch", "trace", "trim",
+    "undo",
 )}
 
 #: The command modules, one per command.

@@ -108,6 +108,11 @@ def build(root, home) -> Scenario:
     subprocess.run(["git", "commit", "-q", "-m", "code"], cwd=str(p), check=True, capture_output=True,
                    env=dict(os.environ, **s.env))
     s.run("at", "at", "HEAD")
+    with open(p / "code.txt", "a") as fh:
+        fh.write("not committed yet\n")
+    s.run("blame", "blame", "code.txt")
+    s.run("blame", "blame", "-L", "1,1", "README", "HEAD")
+    git("checkout", "--", "code.txt", cwd=str(p))
     s.run("push", "push")
     s.run("fetch", "fetch")
     s.run("pull", "pull")

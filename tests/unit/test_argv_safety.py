@@ -293,6 +293,7 @@ AUDITED = {
     ("opalgit/store/repo.py", "Repository.ask_identity", "gitcmd.start"): "fixed arguments (config --get-regexp user)",
     ("opalgit/store/repo.py", "Repository._read_identity", "gitcmd.run"): "fixed arguments (config --get-regexp user)",
     ("opalgit/store/repo.py", "Repository._git_date", "gitcmd.run"): "fixed arguments (var GIT_AUTHOR_IDENT / GIT_COMMITTER_IDENT); the date goes to git in the environment, never in argv",
+    ("opalgit/porcelain/blame.py", "git_output", "gitcmd.run"): "log, rev-list and diff-tree with opal's own options; every revision is a full commit id opal resolved first (a name starting with '-' is refused), the file's path after '--'",
     ("opalgit/cli/demo.py", "run_demo", "subprocess.run"): "git init of an absolute path opal made",
     ("opalgit/cli/commands/resume.py", "resume", "subprocess.call"): "the agent by its PATH name; the session id is a fresh UUID",
     ("opalgit/agents/opencode/write.py", "_import", "subprocess.run"): "opencode (found on PATH) import FILE: the absolute path of the export opal wrote, no shell",

@@ -19,6 +19,8 @@ from opalgit.history.tokens import human
 @click.option("--to", "to", required=True,
               help="The agent to export to: claude, codex, gemini, opencode, qwen, pi or copilot (or an installed "
                    "adapter's name).")
+@click.option("--at-line", "at_line", metavar="FILE:LINE",
+              help="The context right after the recorded agent turn that last wrote this line (see 'opal blame').")
 @click.option("--at", "at", metavar="CODE_REV", help="Export the state recorded with this code commit (see 'opal at').")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder you will resume from (default: the session's own).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written, converted and dropped; write nothing.")
@@ -28,7 +30,7 @@ from opalgit.history.tokens import human
 @click.option("--pre-compaction", is_flag=True, help="To another agent: send the turns from before the session's last compaction too (the full history, when it fits --budget), not just its summary and what followed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result and the whole loss report as JSON.")
 @pass_ctx
-def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, with_secrets: bool, pre_compaction: bool, as_json: bool) -> None:
+def export(c: Ctx, rev: str, to: str, at_line: str | None, at: str | None, cwd: str | None, dry_run: bool, budget: int | None, reasoning: str, with_secrets: bool, pre_compaction: bool, as_json: bool) -> None:
     """Write a commit (or a turn, REV:N) as a native session of an agent, ready to resume.
 
     The session gets a fresh id, so nothing of yours is overwritten, and is written
@@ -45,11 +47,12 @@ def export(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, dry_run: 
       opal export --to claude --dry-run
       opal export --to codex --budget 100000 --json
       opal export --at v1.2 --to claude      # the context that produced a code commit
+      opal export --at-line src/app.py:42 --to codex   # right after the turn that wrote line 42
     """
     from opalgit.porcelain import export as exporting
 
     repo = c.repo()
-    rev = resolve_at(repo, rev, at)
+    rev = resolve_at(repo, rev, at, at_line, c.cwd)
     res = exporting.export(repo, os.environ, rev, to=to, cwd=cwd, dry_run=dry_run, reasoning=reasoning, budget=budget,
                            with_secrets=with_secrets, pre_compaction=pre_compaction)
     if as_json:
@@ -86,8 +89,16 @@ def print_export(c: Ctx, res, *, verb: str = "Exported") -> None:
         c.out("  " + c.style(f"cd {_shell_quote(res.cwd)} && {cmd}", bold=True))
 
 
-def resolve_at(repo, rev: str, at: str | None) -> str:
-    """With --at CODE_REV, the state linked to that code commit (its id as a revision)."""
+def resolve_at(repo, rev: str, at: str | None, at_line: str | None = None, cwd: str = ".") -> str:
+    """With --at CODE_REV, the state linked to that code commit (its id as a revision);
+    with --at-line FILE:LINE, the turn that last wrote that line (STATE:TURN), as
+    'opal blame' finds it in the working tree, or in code commit CODE_REV with both."""
+    if at_line is not None:
+        if rev != "HEAD":
+            raise click.UsageError("give either REV or --at-line FILE:LINE, not both")
+        from opalgit.porcelain.blame import at_line as find
+
+        return find(repo, at_line, cwd, at)[0]
     if at is None:
         return rev
     if rev != "HEAD":

@@ -17,6 +17,8 @@ from opalgit.errors import OpalError
 @click.option("--agent", "to", required=True,
               help="The agent to continue in: claude, codex, gemini, opencode, qwen, pi or copilot (or an "
                    "installed adapter's name).")
+@click.option("--at-line", "at_line", metavar="FILE:LINE",
+              help="The context right after the recorded agent turn that last wrote this line (see 'opal blame').")
 @click.option("--at", "at", metavar="CODE_REV", help="Resume the state recorded with this code commit (see 'opal at').")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), help="The folder to resume in (default: the session's own).")
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS", help="Fit the session into this many tokens first.")
@@ -24,7 +26,7 @@ from opalgit.errors import OpalError
 @click.option("--with-secrets/--no-secrets", default=True, show_default=True, help="Put back the secrets this machine's vault holds.")
 @click.option("--pre-compaction", is_flag=True, help="To another agent: send the turns from before the session's last compaction too (the full history, when it fits --budget), not just its summary and what followed.")
 @pass_ctx
-def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: int | None, reasoning: str, with_secrets: bool, pre_compaction: bool) -> None:
+def resume(c: Ctx, rev: str, to: str, at_line: str | None, at: str | None, cwd: str | None, budget: int | None, reasoning: str, with_secrets: bool, pre_compaction: bool) -> None:
     """Export REV (default HEAD) to an agent and start that agent on it.
 
     \b
@@ -32,6 +34,7 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
       opal resume --agent codex
       opal resume --agent claude try-sqlite
       opal resume --at v1.2 --agent codex    # continue from the context of a code commit
+      opal resume --at-line src/app.py:42 --agent claude   # from the turn that wrote that line
     """
     import shutil
     import subprocess
@@ -39,7 +42,7 @@ def resume(c: Ctx, rev: str, to: str, at: str | None, cwd: str | None, budget: i
     from opalgit.porcelain import export as exporting
 
     repo = c.repo()
-    rev = resolve_at(repo, rev, at)
+    rev = resolve_at(repo, rev, at, at_line, c.cwd)
     found: list[str] = []
 
     def startable(command: list[str]) -> None:
