@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from opalgit import jsonl
-from opalgit.agents import tools
+from opalgit.agents import parts, tools
 from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, reply_id
 from opalgit.agents.gemini.files import gemini_dir, load_registry, marker_owner, project_hash, read_text, slugify
 from opalgit.agents.gemini.log import (
@@ -260,21 +260,7 @@ class _Converter:
         if entry is None:
             self.report.drop("tool_result:orphan")
             return
-        out = block.get("output")
-        texts, extra = [], []
-        if isinstance(out, list):
-            for b in out:
-                if isinstance(b, dict) and b.get("type") == "text":
-                    texts.append(b.get("text") or "")
-                elif isinstance(b, dict) and b.get("type") == "image":
-                    part = self._image(b)
-                    if part:
-                        extra.append(part)
-                else:
-                    self.report.drop("content:other")
-            text = "\n".join(texts)
-        else:
-            text = "" if out is None else str(out)
+        text, extra = parts.result_parts(block.get("output"), self._image, self.report.drop)
         self._fill(entry, text, block.get("is_error") is True, extra)
 
     @staticmethod

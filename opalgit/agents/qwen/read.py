@@ -27,6 +27,7 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from opalgit import jsonl
+from opalgit.agents import parts
 from opalgit.agents.base import (
     CERTAIN,
     LINE_BLANK,
@@ -82,45 +83,9 @@ def sniff(path: str, head: bytes) -> float:
 # -------------------------------------------------------------------------- normalizing
 
 
-def _response_text(resp: Any) -> tuple[str, bool]:
-    if isinstance(resp, dict):
-        if isinstance(resp.get("output"), str) and "error" not in resp:
-            return resp["output"], False
-        if "error" in resp:
-            err = resp["error"]
-            return (err if isinstance(err, str) else jsonl.dumps(err).decode("utf-8", "surrogatepass")), True
-    if isinstance(resp, str):
-        return resp, False
-    return ("" if resp is None else jsonl.dumps(resp).decode("utf-8", "surrogatepass")), False
-
-
 def part_block(part: Any) -> dict:
-    """The normalized block of one Gemini ``Part``."""
-    if isinstance(part, str):
-        return {"type": "text", "text": part}
-    if not isinstance(part, dict):
-        return {"type": "other", "kind": type(part).__name__}
-    if isinstance(part.get("text"), str):
-        if part.get("thought") is True:
-            out: dict[str, Any] = {"type": "reasoning", "text": part["text"]}
-            if _is_id(part.get("thoughtSignature")):
-                out["signed"] = True
-            return out
-        return {"type": "text", "text": part["text"]}
-    if isinstance(part.get("inlineData"), dict):
-        d = part["inlineData"]
-        return {"type": "image", "media_type": d.get("mimeType"), "data": d.get("data")}
-    if isinstance(part.get("fileData"), dict) and str(part["fileData"].get("mimeType", "")).startswith("image/"):
-        return {"type": "image", "url": part["fileData"].get("fileUri")}
-    if isinstance(part.get("functionCall"), dict):
-        fc = part["functionCall"]
-        return {"type": "tool_call", "id": fc.get("id"), "name": fc.get("name"), "input": fc.get("args")}
-    if isinstance(part.get("functionResponse"), dict):
-        fr = part["functionResponse"]
-        text, err = _response_text(fr.get("response"))
-        return {"type": "tool_result", "call_id": fr.get("id"), "name": fr.get("name"), "output": text, "is_error": err}
-    kind = next((k for k in part if k not in ("thoughtSignature", "thought")), "unknown")
-    return {"type": "other", "kind": kind}
+    """The normalized block of one Gemini ``Part`` (a response with an error is the error)."""
+    return parts.part_block(part, error_wins=True)
 
 
 def _blocks(msg: Any) -> list[dict]:

@@ -38,7 +38,7 @@ import uuid
 from typing import Any
 
 from opalgit import jsonl
-from opalgit.agents import tools
+from opalgit.agents import parts, tools
 from opalgit.agents.base import ExportRequest, ExportResult, LossReport, iso, reasoning_as_text, record_of, reply_id
 from opalgit.agents.qwen.files import AGENT, chats_dir
 from opalgit.agents.qwen.format import is_conversation
@@ -260,21 +260,7 @@ class _Writer:
             else:
                 self.report.drop("tool_result:orphan")
                 return
-        out = block.get("output")
-        texts, extra = [], []
-        if isinstance(out, list):
-            for x in out:
-                if isinstance(x, dict) and x.get("type") == "text":
-                    texts.append(x.get("text") or "")
-                elif isinstance(x, dict) and x.get("type") == "image":
-                    part = self._image(x)
-                    if part:
-                        extra.append(part)
-                else:
-                    self.report.drop("content:other")
-            text = "\n".join(texts)
-        else:
-            text = "" if out is None else str(out)
+        text, extra = parts.result_parts(block.get("output"), self._image, self.report.drop)
         self._answer(normal, cid, text, block.get("is_error") is True, extra)
 
     def _answer(self, normal: Normal, cid: str, text: str, error: bool, extra: list | None = None) -> None:
