@@ -11,9 +11,9 @@ reading a session's side folder live here; nothing here parses a record.
 from __future__ import annotations
 
 import os
-import stat
 from typing import Mapping
 
+from opalgit.agents import sessionfiles
 from opalgit.agents.base import SessionFile, folder_forms, home_folder
 
 __all__ = ["base36", "config_dir", "find_session", "find_sessions", "java_string_hash", "legacy_project_key",
@@ -85,29 +85,15 @@ def projects_dir(env: Mapping[str, str]) -> str | None:
 
 
 def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
+    return sessionfiles.listdir(folder)
 
 
 def _session_file(path: str) -> SessionFile | None:
     """The session file at ``path`` when it is a regular ``.jsonl`` file."""
-    name = os.path.basename(path)
-    if not name.endswith(".jsonl") or name == ".jsonl":
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return SessionFile(AGENT, name[: -len(".jsonl")], path, st.st_mtime, st.st_size)
+    return sessionfiles.jsonl_session(AGENT, path)
 
 
-#: Side files bigger than this are not stored (said in one line): a stray dump in a
-#: session folder must not grow every state.
-SIDE_FILE_LIMIT = 64 * 1024 * 1024
+SIDE_FILE_LIMIT = sessionfiles.SIDE_FILE_LIMIT
 
 
 def side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
@@ -117,31 +103,7 @@ def side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
     folder = path[: -len(".jsonl")] if path.endswith(".jsonl") else None
     if folder is None or not os.path.isdir(folder) or os.path.islink(folder):
         return {}
-    out: dict[str, bytes] = {}
-    for dirpath, dirnames, files in os.walk(folder):
-        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for d in links:
-            warnings.append(f"{os.path.join(dirpath, d)}: a symbolic link; not followed, not stored with the session")
-        dirnames[:] = sorted(d for d in dirnames if d not in links)
-        for name in sorted(files):
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, folder).replace(os.sep, "/")
-            try:
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode):
-                    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-                    warnings.append(f"{full}: {what}; not stored with the session")
-                    continue
-                if st.st_size > SIDE_FILE_LIMIT:
-                    warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
-                    continue
-                # O_NOFOLLOW: a file swapped for a link since the lstat is refused, not followed.
-                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-                with os.fdopen(fd, "rb") as fh:
-                    out[rel] = fh.read()
-            except OSError as exc:
-                warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
-    return out
+    return sessionfiles.read_side_folder(folder, warnings)
 
 
 def find_sessions(cwd: str, env: Mapping[str, str]) -> list[SessionFile]:

@@ -19,6 +19,7 @@ import re
 import stat
 from typing import Any, Mapping
 
+from opalgit.agents import sessionfiles
 from opalgit.agents.base import SessionFile, folder_forms, home_folder
 
 __all__ = ["AGENT", "EVENTS", "SIDE_FILE_LIMIT", "copilot_home", "find_session", "find_sessions", "side_folder",
@@ -28,7 +29,7 @@ AGENT = "copilot"
 #: The event log's name inside a session's folder.
 EVENTS = "events.jsonl"
 #: Side files bigger than this are not stored (said in one line).
-SIDE_FILE_LIMIT = 64 * 1024 * 1024
+SIDE_FILE_LIMIT = sessionfiles.SIDE_FILE_LIMIT
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _HEAD_LIMIT = 1 << 20
 
@@ -166,32 +167,8 @@ def side_folder(path: str, warnings: list[str]) -> dict[str, bytes]:
             os.path.isfile(os.path.join(folder, "workspace.yaml"))
             or os.path.basename(os.path.dirname(folder)) == "session-state"):
         return {}
-    out: dict[str, bytes] = {}
-    for dirpath, dirnames, files in os.walk(folder):
-        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for d in links:
-            warnings.append(f"{os.path.join(dirpath, d)}: a symbolic link; not followed, not stored with the session")
-        dirnames[:] = sorted(d for d in dirnames if d not in links)
-        for name in sorted(files):
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, folder).replace(os.sep, "/")
-            if rel == EVENTS or name.endswith(".lock"):
-                continue
-            try:
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode):
-                    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-                    warnings.append(f"{full}: {what}; not stored with the session")
-                    continue
-                if st.st_size > SIDE_FILE_LIMIT:
-                    warnings.append(f"{full}: larger than {SIDE_FILE_LIMIT >> 20} MiB; not stored with the session")
-                    continue
-                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-                with os.fdopen(fd, "rb") as fh:
-                    out[rel] = fh.read()
-            except OSError as exc:
-                warnings.append(f"{full}: cannot be read ({exc.strerror or exc}); not stored with the session")
-    return out
+    return sessionfiles.read_side_folder(folder, warnings,
+                                         skip=lambda rel, name: rel == EVENTS or name.endswith(".lock"))
 
 
 def is_str(v: Any) -> bool:

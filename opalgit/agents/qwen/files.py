@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import sys
 from typing import Mapping
 
+from opalgit.agents import sessionfiles
 from opalgit.agents.base import SessionFile, folder_forms
 
 __all__ = ["AGENT", "chats_dir", "find_session", "find_sessions", "project_key", "runtime_dir"]
@@ -44,23 +44,11 @@ def chats_dir(env: Mapping[str, str], cwd: str) -> str | None:
 
 
 def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
+    return sessionfiles.listdir(folder)
 
 
 def _session_file(path: str) -> SessionFile | None:
-    name = os.path.basename(path)
-    if not name.endswith(".jsonl") or name == ".jsonl":
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return SessionFile(AGENT, name[: -len(".jsonl")], path, st.st_mtime, st.st_size)
+    return sessionfiles.jsonl_session(AGENT, path)
 
 
 def find_sessions(cwd: str, env: Mapping[str, str]) -> list[SessionFile]:
