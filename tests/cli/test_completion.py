@@ -145,7 +145,7 @@ def test_commands_options_and_branches_complete(shell, repo, shell_env):
     got, _ = run("opal push ", repo, shell_env)
     assert got == ["origin"]
     got, _ = run("opal export --to c", repo, shell_env)
-    assert got == ["claude", "codex"]
+    assert got == ["claude", "codex", "copilot"]
     got, _ = run("opal commit --session 5c", repo, {**shell_env, "HOME": str(repo.parent / "home")})
     assert got == ["5c0375b4-57a5-4f26-b12d-d022ee4e51b7"]
 
