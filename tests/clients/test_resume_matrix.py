@@ -121,10 +121,17 @@ class _Sources:
     def __init__(self, base: Path):
         self.base = base
         self.made: dict[str, Source] = {}
+        self.failed: dict[str, str] = {}
 
     def __getitem__(self, client: str) -> Source:
+        if client in self.failed:  # made once only: a failing client is not rerun by each of its pairs
+            pytest.fail(f"the {client} source session could not be made (see its first pair):\n{self.failed[client]}")
         if client not in self.made:
-            self.made[client] = _make_source(client, self.base)
+            try:
+                self.made[client] = _make_source(client, self.base)
+            except AssertionError as exc:
+                self.failed[client] = str(exc)[-2000:]
+                raise
         return self.made[client]
 
 
