@@ -126,8 +126,15 @@ def table(cases: list[Case], pinned: dict, latest: dict) -> str:
         mark = "" if r.pinned == r.latest else " (newer)"
         lines.append(f"| {r.agent} | {r.pinned} | {r.latest}{mark} | {pairs} | {other} | "
                      f"{'; '.join(fails) if fails else '-'} |")
+    pairs_all: dict[tuple[str, str], list[str]] = {}
+    for c in cases:
+        if c.pair:
+            pairs_all.setdefault(c.pair, []).append(c.outcome)
+    ok = sum(1 for o in pairs_all.values() if all(x == "passed" for x in o))
+    runs = sum(len(o) for o in pairs_all.values())
+    summary = f"Matrix pairs in all: {ok} / {len(pairs_all)} passed ({runs} resumes)."
     node = f"node (Qwen Code, Pi): pinned {pinned['node22'][1]}, drift run {latest.get('node22', ('', '?'))[1]}."
-    return "\n".join(lines) + "\n\n" + node + "\n"
+    return "\n".join(lines) + "\n\n" + summary + "\n" + node + "\n"
 
 
 def write_doc(doc: Path, body: str, *, date: str, command: str) -> None:

@@ -76,6 +76,7 @@ def test_the_table_goes_between_the_markers_and_the_prose_stays(tmp_path, capsys
     text = doc.read_text()
     assert text.startswith("# Compatibility\n\nProse before.\n\n" + BEGIN) and text.endswith(END + "\n\nProse after.\n")
     assert "old table" not in text and "| claude | 1.0.0 | 1.0.1 (newer) |" in text
+    assert "Matrix pairs in all: 2 / 4 passed (8 resumes)." in text
     assert "node (Qwen Code, Pi): pinned 22.1.0, drift run 22.2.0." in text
     assert "| claude |" in capsys.readouterr().out
 
