@@ -189,6 +189,17 @@ def _results_by_call(items) -> list[str]:
     return [_squash(r[2]) for r in results]
 
 
+#: The project's files the scripts' calls name: which ones a call's arguments mention tells the
+#: calls apart across agents, whose tools and argument names differ.
+_FILES = (*harness.PROJECT_FILES, "notes.txt")
+
+
+def _files_by_call(items) -> list[list[str]]:
+    """For each call in order, the project files its arguments name (a call that lost or swapped
+    its arguments, or calls reordered with their results, show here)."""
+    return [sorted(f for f in _FILES if f in str(i[2])) for i in items if i[0] == "tool_call"]
+
+
 def _check(got, want: list[tuple], report: dict) -> None:
     """The resumed history is ``want`` then the new prompt: counts, texts, pairing, grouping."""
     want = list(want) + [("user", NEW_PROMPT)]
@@ -199,6 +210,7 @@ def _check(got, want: list[tuple], report: dict) -> None:
     assert len(calls) == len([i for i in got if i[0] == "tool_result"]) == len([i for i in want if i[0] == "tool_call"])
     assert _runs_of_calls(got) == _runs_of_calls(want), "a reply's calls were split up or merged"
     assert _results_by_call(got) == _results_by_call(want), "a call got another call's result"
+    assert _files_by_call(got) == _files_by_call(want), "a call's arguments name other files"
 
 
 def _resume(target: str, root, rev: str, project: Path, env_base: dict):
