@@ -22,6 +22,7 @@ resumes for the same-agent pairs only; the others are skipped, marked ``matrix_r
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ import pytest
 
 from opalgit.agents import all_adapters
 
-from . import harness
+from . import drivers, harness
 from .harness import ANSWER1, PROMPT2
 from .history import Item, history_of
 
@@ -213,9 +214,27 @@ def _check(got, want: list[tuple], report: dict) -> None:
     assert _files_by_call(got) == _files_by_call(want), "a call's arguments name other files"
 
 
-def _resume(target: str, root, rev: str, project: Path, env_base: dict):
-    env = dict(env_base, HOME=str(root.home), CODEX_HOME=str(root.codex_home))
+def _export_env(target: str, root, env_base: dict) -> dict:
+    """opal's environment for an export that ``target`` resumes under ``root``: the client's own
+    variables and folders (opencode's import, which opal runs, must write the database its resume
+    reads, so XDG_* are where a client whose environment holds only HOME looks), the client on
+    PATH, and the client's config written first where its driver module has ``write_config``
+    (the export reads opencode's default model there)."""
+    home = root.home
+    env = dict(env_base, HOME=str(home), CODEX_HOME=str(root.codex_home), XDG_DATA_HOME=str(home / ".local" / "share"),
+               XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"))
     env.pop("CLAUDE_CONFIG_DIR", None)
+    env.update({k: v for k, v in harness.client_env(target, root, 9).items() if k != "PATH"})
+    env["PATH"] = str(harness.client_bin(target).parent) + os.pathsep + env.get("PATH", "")
+    if target in drivers.load():
+        write_config = getattr(importlib.import_module(f"{drivers.__name__}.{target}"), "write_config", None)
+        if write_config is not None:
+            write_config(root, 9)  # the port is the run's: the driver rewrites it when the client starts
+    return env
+
+
+def _resume(target: str, root, rev: str, project: Path, env_base: dict):
+    env = _export_env(target, root, env_base)
     res = json.loads(_opal("export", rev, "--to", target, "--cwd", str(root.project), "--json", cwd=project, env=env).stdout)
     with harness.mock_for(target, [harness.Reply("Noted. [turn3-done]")]) as srv:
         run = harness.run_client(target, root, srv.port, NEW_PROMPT, resume=res["session_id"], server=srv)
