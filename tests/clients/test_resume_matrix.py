@@ -95,6 +95,24 @@ def _turn_of_answer1(project: Path, env: dict) -> int:
     raise AssertionError("turn 1's answer is not among the imported turns")
 
 
+def _expected(gs) -> list[tuple]:
+    """For a :class:`harness.GeneratedSession` (the two-turn session; test_opencode_resume and
+    test_copilot_resume use it): what the source client itself replays, plus the final answer."""
+    last = gs.turn2.requests[-1].body if gs.turn2.requests else None
+    assert last is not None, "the source client sent no request in turn 2"
+    return [tuple(i) for i in history_of(last, gs.client)] + [("assistant", harness.ANSWER2)]
+
+
+def _import(gs, tmp: Path, env: dict) -> Path:
+    """A new opal project holding ``gs``'s session (for the modules that import this one)."""
+    project = tmp / "opal-project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    _opal("init", cwd=project, env=env)
+    _opal("commit", "--file", str(gs.path), "--agent", gs.client, "-m", f"{gs.client} session", cwd=project, env=env)
+    return project
+
+
 def _make_source(client: str, base: Path) -> Source:
     root = harness.make_root(base, prefix=f"src-{client}-")
     sc = matrix_scenario(client, root.project)
