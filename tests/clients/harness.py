@@ -100,7 +100,8 @@ def _read_pins(path: Path) -> dict[str, tuple[str, str]]:
 
 #: Where the pins are: one line an agent, so a version bump is one line. The drift run
 #: (scripts/test-latest-clients.sh) points OPAL_AGENT_PINS at a copy naming the newest releases.
-PINS_FILE = Path(os.environ.get("OPAL_AGENT_PINS") or REPO / "scripts" / "agent-pins.txt")
+CI_PINS_FILE = REPO / "scripts" / "agent-pins.txt"
+PINS_FILE = Path(os.environ.get("OPAL_AGENT_PINS") or CI_PINS_FILE)
 _PINS = _read_pins(PINS_FILE)
 #: The node that runs the clients that need node >= 22 (installed in .agents/node22).
 NODE22 = _PINS.pop("node22")
