@@ -353,6 +353,9 @@ VALUES: dict[tuple[str, str], Values] = {
     ("export", "rev"): revisions,
     ("export", "to"): agents,
     ("fetch", "remote_name"): remotes,
+    ("handoff", "to"): agents,
+    ("handoff", "agent"): agents,
+    ("handoff", "session_id"): sessions,
     ("help", "command"): commands,
     ("log", "revs"): revisions,
     ("merge", "rev"): revisions,
@@ -370,6 +373,7 @@ VALUES: dict[tuple[str, str], Values] = {
     ("stats", "rev"): revisions,
     ("switch", "name"): branches,
     ("switch", "start"): revisions,
+    ("grep", "revs"): revisions,
 }
 
 #: Parameters whose values are the user's own words (a message, a size, a URL, a
@@ -385,6 +389,7 @@ FREE: frozenset[tuple[str, str]] = frozenset({
     ("secrets purge", "literals"),
     ("blame", "code_rev"), ("blame", "lines"), ("export", "at_line"), ("resume", "at_line"),
     ("trace export", "code_range"),
+    ("grep", "pattern"), ("grep", "tools"), ("handoff", "message"),
 })
 
 

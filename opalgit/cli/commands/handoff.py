@@ -13,7 +13,8 @@ from opalgit.cli.main import cli
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option("--to", "to", required=True, help="The agent to continue in (claude, codex, gemini).")
+@click.option("--to", "to", required=True,
+              help="The agent to continue in: claude, codex, gemini, opencode, qwen, pi or copilot.")
 @click.option("--agent", help="Only look for this agent's sessions (e.g. claude).")
 @click.option("--session", "session_id", metavar="ID", help="Record this session, wherever its file is (the short id opal prints will do).")
 @click.option("--file", "path", type=click.Path(dir_okay=False), help="Record this session file.")
