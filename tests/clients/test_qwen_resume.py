@@ -1,10 +1,10 @@
 """Qwen Code with the real client (0.24.4, offline against the chat-completions mock):
 a genuine Qwen session and the other agents' genuine sessions, committed by opal,
 exported into Qwen Code (and Qwen's into the others) and resumed by the target's real
-client. The request the target sends holds the whole history, in order, every call
-paired with its real result; after ``opal rewind`` and on a branch, exactly the
-branch's (the checks of :mod:`.test_resume_matrix` and :mod:`.test_structured_sessions`,
-run for the pairs with Qwen Code on one side).
+client. The parallel-calls sessions of every pair with Qwen Code on one side (the checks of
+:mod:`.test_structured_sessions`), where the export is, and a resumed session committed
+back; the two-turn sessions of those pairs, whole, rewound and on a branch, are the resume
+matrix's (:mod:`.test_resume_matrix`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ def sources():
     return {n: harness.cached_session(n) for n in ["qwen", *OTHERS] if harness.have_client(n)}
 
 
-@pytest.mark.parametrize("source,target", PAIRS, ids=[f"{s}-to-{t}" for s, t in PAIRS])
-def test_two_turn_session_resumes_whole_after_rewind_and_on_a_branch(source, target, sources, tmp_path):
-    """The whole session, then after ``opal rewind`` to turn 1's answer, then on a branch
-    made there: the target's first request holds exactly that history and the new prompt."""
-    matrix.test_resume_in_every_agent(source, target, sources, tmp_path)
+# The two-turn session of every pair with Qwen (whole, after a rewind, on a branch) is the
+# resume matrix's (tests/clients/test_resume_matrix.py, every pair of the seven agents).
 
 
 @pytest.mark.parametrize("source,target", PAIRS, ids=[f"{s}-to-{t}" for s, t in PAIRS])
