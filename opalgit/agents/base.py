@@ -657,6 +657,18 @@ class LineIndex:
         it = iter(values)
         return [next(it) if kind == LINE_JSON else fill for kind in self.kinds]
 
+    def end_of_pass(self, fh: IO[bytes], path: str, full: bool, empty_hint: str) -> bool:
+        """After the first pass over ``fh``: whether its last line is still incomplete (said
+        in :attr:`warnings`: the agent may still be writing it; it is committed next time).
+        A whole file of nothing but blank lines is refused (``empty_hint``: when to try again)."""
+        partial = fh.seek(0, os.SEEK_END) > self.end
+        if full and not partial and self.kinds.count(LINE_BLANK) == len(self):
+            raise InputError("the session file is empty", path=path, hint=empty_hint)
+        if partial:
+            self.warnings.append(f"{path}:{self.lines + 1}: incomplete last line (the agent may still be writing); "
+                                 "it will be committed next time")
+        return partial
+
     def records(self, open_again: Callable[[], IO[bytes]], path: str, agent: str, first_line: int,
                 indices: Sequence[int] | None, normal: Callable[[int, Any], Normal]) -> Iterator[Record]:
         """The second pass: the records at ``indices`` (ascending; None: all), read

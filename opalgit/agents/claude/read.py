@@ -32,7 +32,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from opalgit import jsonl
 from opalgit.agents.base import (
     CERTAIN,
-    LINE_BLANK,
     LineIndex,
     ReadResult,
     Record,
@@ -841,14 +840,9 @@ def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None =
             if full and len(judged) < _SHAPE_LINES:
                 judged.append((line.number, claim(value) > 0))
         facts = index.per_line(facts, None)
-        partial = fh.seek(0, os.SEEK_END) > index.end
-    if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
-        raise InputError("the session file is empty", path=path,
-                         hint="the agent has not written anything yet; try again after its first reply")
+        index.end_of_pass(fh, path, full,
+                          "the agent has not written anything yet; try again after its first reply")
     warnings = index.warnings
-    if partial:
-        warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be writing); "
-                        "it will be committed next time")
     if full:
         _check_shape(path, judged)
     info.resolve_id(path)

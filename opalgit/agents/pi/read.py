@@ -32,7 +32,6 @@ from typing import Any, Iterator, Mapping, Sequence
 from opalgit import jsonl
 from opalgit.agents.base import (
     CERTAIN,
-    LINE_BLANK,
     LineIndex,
     NotThisAgent,
     ReadResult,
@@ -45,7 +44,6 @@ from opalgit.agents.base import (
     sniff_lines,
 )
 from opalgit.agents.pi.files import AGENT
-from opalgit.errors import InputError
 from opalgit.history.model import Normal
 
 __all__ = ["BRANCH_SUMMARY_PREFIX", "COMPACTION_SUMMARY_PREFIX", "claim", "normalize_record", "read", "sniff"]
@@ -333,14 +331,9 @@ def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None =
                 facts.feed(value)
             links.append(_link(value))
         links = index.per_line(links, None)
-        partial = fh.seek(0, os.SEEK_END) > index.end
-    if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
-        raise InputError("the session file is empty", path=path,
-                         hint="Pi writes the file after the first message; try again after it")
+        index.end_of_pass(fh, path, full,
+                          "Pi writes the file after the first message; try again after it")
     warnings = index.warnings
-    if partial:
-        warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be writing); "
-                        "it will be committed next time")
     if full:
         views, leaf = views_of(links)
         extends = False

@@ -30,7 +30,6 @@ from opalgit import jsonl
 from opalgit.agents import parts
 from opalgit.agents.base import (
     CERTAIN,
-    LINE_BLANK,
     LineIndex,
     ReadResult,
     Record,
@@ -44,7 +43,6 @@ from opalgit.agents.base import (
 )
 from opalgit.agents.qwen.files import AGENT
 from opalgit.agents.qwen.format import TYPES, is_conversation
-from opalgit.errors import InputError
 from opalgit.history.model import Normal
 
 __all__ = ["claim", "normalize_record", "part_block", "read", "sniff"]
@@ -240,14 +238,9 @@ def read(path: str, *, start: int = 0, first_line: int = 1, state: dict | None =
             if full and len(judged) < _SHAPE_LINES:
                 judged.append((line.number, claim(value) > 0))
         facts = index.per_line(facts, None)
-        partial = fh.seek(0, os.SEEK_END) > index.end
-    if full and not partial and index.kinds.count(LINE_BLANK) == len(index):
-        raise InputError("the session file is empty", path=path,
-                         hint="Qwen Code has not written anything yet; try again after its first reply")
+        index.end_of_pass(fh, path, full,
+                          "Qwen Code has not written anything yet; try again after its first reply")
     warnings = index.warnings
-    if partial:
-        warnings.append(f"{path}:{index.lines + 1}: incomplete last line (the agent may still be writing); "
-                        "it will be committed next time")
     if full:
         check_shape(path, judged, "this JSON-lines file has no Qwen Code records (uuid/parentUuid with a "
                     "Gemini-style message.parts)", _HINT + ", or pick the right --agent", OWN)
