@@ -34,7 +34,7 @@ import json
 import re
 from typing import Any, Iterable
 
-__all__ = ["Item", "history_of", "canonical_args", "kinds"]
+__all__ = ["Item", "history_of", "canonical_args", "kinds", "results_by_call", "shape", "squash"]
 
 
 class Item(tuple):
@@ -351,3 +351,42 @@ def history_of(request_body: Any, client: str, *, collapse_duplicates: bool = Tr
         raise ValueError(f"unknown client {client!r}")
     items = fn(body)
     return _collapse(items) if collapse_duplicates else items
+
+
+# ---------------------------------------------------------------------------
+# comparing histories across agents (the resume matrix, the structured sessions)
+
+
+def squash(text) -> str:
+    """A text with its whitespace runs made one space, cut to 60 characters (how a result is
+    compared: agents frame a tool's output differently after its first line)."""
+    return " ".join(str(text).split())[:60]
+
+
+def shape(items) -> list[tuple]:
+    """Comparable across agents: prompts, answers and calls by position, the results of one
+    reply's calls as a sorted run (Claude sends them in the order the tools finished, the
+    others in call order: either is the client's own form)."""
+    out, run = [], []
+    for it in list(items) + [("end",)]:
+        if it[0] == "tool_result":
+            run.append(("tool_result", squash(it[2])))
+            continue
+        out.extend(sorted(run))
+        run = []
+        if it[0] in ("user", "assistant"):
+            out.append((it[0], " ".join(str(it[1]).split())))
+        elif it[0] == "tool_call":
+            out.append(("tool_call",))
+    return out
+
+
+def results_by_call(items) -> list[str]:
+    """Each call's result text in call order, paired by call id where every id is unique."""
+    calls = [i for i in items if i[0] == "tool_call"]
+    results = [i for i in items if i[0] == "tool_result"]
+    ids = [getattr(c, "call_id", None) for c in calls]
+    if all(ids) and len(set(ids)) == len(ids):
+        by_id = {r[1]: squash(r[2]) for r in results}
+        return [by_id.get(i, "<no result>") for i in ids]
+    return [squash(r[2]) for r in results]

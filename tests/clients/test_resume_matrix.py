@@ -37,6 +37,8 @@ from opalgit.agents import all_adapters
 from . import drivers, harness
 from .harness import ANSWER1, PROMPT2
 from .history import Item, history_of
+from .history import results_by_call as _results_by_call
+from .history import shape as _shape
 
 pytestmark = pytest.mark.clients
 
@@ -163,28 +165,6 @@ def sources(tmp_path_factory) -> _Sources:
 # comparing histories
 
 
-def _squash(text) -> str:
-    return " ".join(str(text).split())[:60]
-
-
-def _shape(items) -> list[tuple]:
-    """Comparable across agents: prompts, answers and calls by position, the results of one
-    reply's calls as a sorted run (Claude sends them in the order the tools finished, the
-    others in call order: either is the client's own form)."""
-    out, run = [], []
-    for it in list(items) + [("end",)]:
-        if it[0] == "tool_result":
-            run.append(("tool_result", _squash(it[2])))
-            continue
-        out.extend(sorted(run))
-        run = []
-        if it[0] in ("user", "assistant"):
-            out.append((it[0], " ".join(str(it[1]).split())))
-        elif it[0] == "tool_call":
-            out.append(("tool_call",))
-    return out
-
-
 def _runs_of_calls(items) -> list[int]:
     """Lengths of the runs of consecutive tool calls (a reply's parallel calls)."""
     runs, n = [], 0
@@ -195,17 +175,6 @@ def _runs_of_calls(items) -> list[int]:
             runs.append(n)
             n = 0
     return runs + ([n] if n else [])
-
-
-def _results_by_call(items) -> list[str]:
-    """Each call's result text in call order, paired by call id where every id is unique."""
-    calls = [i for i in items if i[0] == "tool_call"]
-    results = [i for i in items if i[0] == "tool_result"]
-    ids = [getattr(c, "call_id", None) for c in calls]
-    if all(ids) and len(set(ids)) == len(ids):
-        by_id = {r[1]: _squash(r[2]) for r in results}
-        return [by_id.get(i, "<no result>") for i in ids]
-    return [_squash(r[2]) for r in results]
 
 
 #: The project's files the scripts' calls name: which ones a call's arguments mention tells the

@@ -29,6 +29,8 @@ import pytest
 
 from . import harness
 from .history import Item, history_of
+from .history import results_by_call as _results_by_call
+from .history import shape as _shape
 
 pytestmark = pytest.mark.clients
 
@@ -151,39 +153,6 @@ def _norm(items, paths) -> list[tuple]:
             text = text.replace(p, "<project>")
         out.append(tuple(json.loads(text)))
     return out
-
-
-def _squash(text) -> str:
-    return " ".join(str(text).split())[:60]
-
-
-def _shape(items) -> list[tuple]:
-    """Across agents: prompts, answers and calls by position, each run of
-    results as a set (Claude sends a reply's results in the order the tools
-    finished, the others in call order: either is the client's own form)."""
-    out, run = [], []
-    for it in list(items) + [("end",)]:
-        if it[0] == "tool_result":
-            run.append(("tool_result", _squash(it[2])))
-            continue
-        out.extend(sorted(run))
-        run = []
-        if it[0] in ("user", "assistant"):
-            out.append((it[0], " ".join(str(it[1]).split())))
-        elif it[0] == "tool_call":
-            out.append(("tool_call",))
-    return out
-
-
-def _results_by_call(items) -> list[str]:
-    """Each call's result text, in call order (paired by call id when every id is unique)."""
-    calls = [i for i in items if i[0] == "tool_call"]
-    results = [i for i in items if i[0] == "tool_result"]
-    ids = [getattr(c, "call_id", None) for c in calls]
-    if all(ids) and len(set(ids)) == len(ids):
-        by_id = {r[1]: _squash(r[2]) for r in results}
-        return [by_id.get(i, "<no result>") for i in ids]
-    return [_squash(r[2]) for r in results]
 
 
 def _want(exp: dict) -> list[Item]:
