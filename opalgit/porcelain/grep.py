@@ -31,14 +31,16 @@ recorded. A record that cannot be read is not skipped in silence: it is counted 
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any, Iterable, Iterator
 
+from opalgit import agents, codec
 from opalgit.errors import OpalError, UsageError
-from opalgit.history import sequence
+from opalgit.history import payloads, sequence
 from opalgit.history.model import Normal
 from opalgit.history.sequence import Item, Node
-from opalgit.history.states import load_state, resolve
+from opalgit.history.states import current_branch, load_state, resolve
 from opalgit.porcelain.states import normal_of
 from opalgit.store.repo import Repository
 from opalgit.structs import dataclass, field
@@ -190,8 +192,6 @@ class _Prefilter:
     def _verbatim(self, item: Item) -> bool:
         """Whether the record's agent gives texts made only of the record's strings
         (:attr:`opalgit.agents.base.Adapter.verbatim_texts`); else the record is always read."""
-        from opalgit import agents, codec
-
         try:
             agent = codec.unpack_canonical(item.canon, "turn").get("agent")
         except Exception:  # an unreadable record: searching it reports it
@@ -216,8 +216,6 @@ class _Prefilter:
         for digest, loc in item.payload_oids.items():
             known = self._payloads.get(digest)
             if known is None:
-                from opalgit.history import payloads
-
                 known = self._payloads[digest] = self._has(payloads.load(self.repo.store, digest, loc))
             if known:
                 return True
@@ -310,8 +308,6 @@ def _line_end(starts: list[int], n: int, text: str) -> int:
 
 
 def _line_of(starts: list[int], pos: int) -> int:
-    import bisect
-
     return bisect.bisect_right(starts, pos) - 1
 
 
@@ -494,8 +490,6 @@ def _states(repo: Repository, revs: list[str], all_branches: bool) -> list[tuple
 def _label(repo: Repository, rev: str, oid: bytes) -> str:
     """How a state is named in the output: the revision as typed, or its branch for HEAD."""
     if rev in ("HEAD", "@"):
-        from opalgit.history.states import current_branch
-
         cur = current_branch(repo)
         if repo.refs.branches().get(cur) == oid:
             return cur
