@@ -10,6 +10,7 @@ Low to high (docs/architecture.md draws it):
     sync        remotes, push and fetch, links to code commits
     porcelain   the public Python API, one module per verb
     hooks       the git hook shims
+    web         the read-only web view (``opal web``): its server, JSON and pages
     cli         click, the terminal
     server      the optional command server
     testing     the contract suites a third party runs; nothing in opalgit imports them
@@ -39,8 +40,9 @@ Why this order, from what the modules import:
   secret scan (``porcelain.secrets`` reads ``sync.links``) use it; what sync needs of the
   porcelain is passed in (the secret gate a push runs, the fast-forward a cloned state
   starts with).
-* hooks above the porcelain: a hook commits and pushes through it. The CLI above all of
-  these.
+* hooks above the porcelain: a hook commits and pushes through it.
+* web above the porcelain (it reads the repository only through it, and never writes)
+  and below the CLI, which starts it for ``opal web``. The CLI above all of these.
 * server above the CLI, for now: ``server.client`` is the ``opal`` entry point and the
   daemon runs ``cli.main`` in its children. The CLI imports it back for ``opal server``
   (KNOWN). Once the server is opt-in and ``cli.main`` the entry point, the server belongs
@@ -61,8 +63,8 @@ from tests.conftest import ROOT
 
 PACKAGE = Path(ROOT) / "opalgit"
 
-LAYERS = ["foundation", "secrets", "store", "history", "agents", "sync", "porcelain", "hooks", "cli", "server",
-          "testing"]
+LAYERS = ["foundation", "secrets", "store", "history", "agents", "sync", "porcelain", "hooks", "web", "cli",
+          "server", "testing"]
 
 #: The root modules, all of them the foundation: a new one is placed here on purpose
 #: (or belongs in a package).
