@@ -379,7 +379,7 @@ VALUES: dict[tuple[str, str], Values] = {
 #: Parameters whose values are the user's own words (a message, a size, a URL, a
 #: code revision of the user's git history, an id from another command's output).
 FREE: frozenset[tuple[str, str]] = frozenset({
-    ("clone-state", "url"), ("clone-state", "name"), ("commit", "message"),
+    ("clone-state", "url"), ("web", "port"), ("clone-state", "name"), ("commit", "message"),
     ("config", "key"), ("config", "value"), ("export", "at"), ("export", "budget"), ("resume", "at"),
     ("resume", "budget"), ("hook post-rewrite", "kind"), ("hook pre-push", "remote_name"),
     ("hook pre-push", "url"), ("log", "max_count"), ("merge", "takes"), ("merge", "message"),

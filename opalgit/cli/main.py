@@ -28,7 +28,7 @@ LAZY_COMMANDS = {name: "opalgit.cli.commands." + name.replace("-", "_") for name
     "at", "blame", "branch", "capture", "clone-state", "commit", "completion", "config", "demo", "diff", "drop",
     "export", "fetch", "fsck", "gc", "grep", "handoff", "help", "hook", "hooks", "init", "log", "merge", "op", "pull",
     "push", "resume", "rewind", "secrets", "server", "show", "squash", "stats", "status", "switch", "trace", "trim",
-    "undo",
+    "undo", "web",
 )}
 
 #: The command modules, one per command.

@@ -56,6 +56,22 @@ class Operation:
     # branch -> (tracked session before, after), each "agent:id" or None
     sessions: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
+    def to_json(self) -> dict:
+        """As ``opal op log --json`` prints it (and the web view's op log shows it)."""
+        from opalgit.times import iso_ms
+
+        return {
+            "id": self.oid.hex() if self.oid else None,
+            "command": self.command,
+            "description": self.description,
+            "time": iso_ms(self.time),
+            "user": self.user,
+            "undoes": self.undoes.hex() if self.undoes else None,
+            "changes": {n: [a.hex() if a else None, b.hex() if b else None] for n, (a, b) in self.changes.items()},
+            "sessions": {n: [a, b] for n, (a, b) in self.sessions.items()},
+            "head": list(self.head),
+        }
+
     def encode(self) -> bytes:
         body = {
             "command": self.command,

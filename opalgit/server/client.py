@@ -119,8 +119,9 @@ def mode() -> str:
 #: Ctrl-C and job control reach it), which a server's process is not; and the commands
 #: that talk to a remote run git, which (or ssh) may open the terminal to ask for a
 #: password, and a server's process has no terminal. Their time is the network's anyway.
+#: ``web`` serves until Ctrl-C: it would hold one of the server's children for hours.
 LOCAL_COMMANDS = frozenset({
-    ("server",), ("resume",), ("push",), ("fetch",), ("pull",), ("clone-state",), ("hook", "pre-push"),
+    ("server",), ("resume",), ("web",), ("push",), ("fetch",), ("pull",), ("clone-state",), ("hook", "pre-push"),
 })
 
 #: The global options that take a value (see opalgit.cli.main.cli).

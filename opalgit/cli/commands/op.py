@@ -31,22 +31,7 @@ def op_log(c: Ctx, max_count: int | None, as_json: bool) -> None:
     repo = c.repo()
     ops = porcelain.op_log(repo, max_count)
     if as_json:
-        from opalgit.times import iso_ms
-
-        c.json({"operations": [
-                {
-                    "id": o.oid.hex() if o.oid else None,
-                    "command": o.command,
-                    "description": o.description,
-                    "time": iso_ms(o.time),
-                    "user": o.user,
-                    "undoes": o.undoes.hex() if o.undoes else None,
-                    "changes": {n: [a.hex() if a else None, b.hex() if b else None] for n, (a, b) in o.changes.items()},
-                    "sessions": {n: [a, b] for n, (a, b) in o.sessions.items()},
-                    "head": list(o.head),
-                }
-                for o in ops
-        ]})
+        c.json({"operations": [o.to_json() for o in ops]})
         return
     lines = []
     for o in ops:
