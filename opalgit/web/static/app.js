@@ -22,7 +22,12 @@ function h(tag, attrs, ...children) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  return put(el, children);
+}
+
+function put(el, ...children) {
+  // Node.append writes null as "null" and an array as its toString: flatten and skip.
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -124,7 +129,7 @@ async function pageGraph(app) {
       h("span", { class: "agent", text: c.agent || "" }),
       h("span", { class: "when", text: (c.time || "").replace("T", " ").slice(0, 16) })));
   }
-  app.append(
+  put(app, 
     h("h1", {}, "Graph ", h("small", {}, `${fmt(rows)} commits, ${fmt(g.edges.length)} links`,
       g.commits.some((c) => c.abandoned) ? ", hollow: rewound away (the op log keeps them)" : "")),
     rows ? h("div", { class: "graph", style: `--lanes:${width}px` }, svg, list)
@@ -186,15 +191,15 @@ async function expand(rev, row, full, button) {
   button.disabled = true;
   try {
     const t = await api("turn", { rev, turn: row.turn });
-    full.append(...t.blocks.map(renderBlock));
-    for (const r of t.results) full.append(renderResult(r.block, r.turn));
-    if (t.open_calls.length) full.append(h("div", { class: "note" }, `no result found for ${t.open_calls.join(", ")} in the next records`));
+    put(full, ...t.blocks.map(renderBlock));
+    for (const r of t.results) put(full, renderResult(r.block, r.turn));
+    if (t.open_calls.length) put(full, h("div", { class: "note" }, `no result found for ${t.open_calls.join(", ")} in the next records`));
     if (t.source !== null && t.source !== undefined)
-      full.append(h("details", { class: "source" }, h("summary", {}, `stored ${t.agent} record`),
+      put(full, h("details", { class: "source" }, h("summary", {}, `stored ${t.agent} record`),
         h("pre", { text: JSON.stringify(t.source, null, 2) })));
     full.hidden = false;
     button.textContent = "close";
-  } catch (e) { full.append(h("div", { class: "note error", text: e.message })); }
+  } catch (e) { put(full, h("div", { class: "note error", text: e.message })); }
   button.disabled = false;
 }
 
@@ -214,7 +219,7 @@ async function pageState(app, r) {
         h("span", { class: "preview", text: row.preview }),
         h("span", { class: "tok", title: "estimated tokens" }, fmt(row.tokens)), button), full));
   }
-  app.append(
+  put(app, 
     h("h1", {}, "State ", h("small", { text: `${rev} · ${short(st.id)}` })),
     h("div", { id: "state-info", "data-turns": st.turns, "data-id": st.id },
       h("span", { class: "msg", text: st.message }), " · ", `${fmt(st.turns)} turns, ${fmt(st.records)} records, ~${fmt(st.tokens)} tokens`,
@@ -269,7 +274,7 @@ async function pageDiff(app, r) {
     const conflict = (e.turn_a && conflictA.has(e.turn_a)) || (e.turn_b && conflictB.has(e.turn_b));
     rows.append(h("div", { class: `entry ${e.change}` + (conflict ? " conflict" : "") }, entryCell(e, "a"), entryCell(e, "b")));
   }
-  app.append(h("h1", {}, "Diff"), form,
+  put(app, h("h1", {}, "Diff"), form,
     d.merge ? h("div", { class: "merge-note" }, `A merge of ${d.merge.merging} into ${d.merge.branch} stopped on `,
       `${d.merge.conflicts.length} conflict${d.merge.conflicts.length === 1 ? "" : "s"} (marked red). `,
       cmd(d.merge.continue), cmd(d.merge.abort)) : null,
@@ -307,7 +312,7 @@ async function pageBudget(app, r) {
   const cuts = h("div", { id: "cuts" }, b.cuts.length ? b.cuts.map((c) => h("div", { class: "cut", "data-saves": c.saves },
     cmd(c.command), h("span", { class: "saves" }, ` saves ~${fmt(c.saves)} tokens`), h("div", { class: "what", text: c.what })))
     : h("p", { class: "empty" }, "Nothing worth cutting."));
-  app.append(h("h1", {}, "Budget ", h("small", { text: `${rev} · ${short(b.id)}` })),
+  put(app, h("h1", {}, "Budget ", h("small", { text: `${rev} · ${short(b.id)}` })),
     h("div", { id: "budget-total", "data-tokens": b.tokens, "data-turns": b.turns },
       `~${fmt(b.tokens)} tokens in ${fmt(b.turns)} turns`),
     h("h2", {}, b.bars.length && b.bars[0].first !== b.bars[0].last ? "Tokens per group of turns" : "Tokens per turn"), chart,
@@ -329,10 +334,10 @@ async function pageBlame(app, r) {
   const form = h("form", { id: "blame-form", class: "pick", onsubmit: (ev) => { ev.preventDefault();
     go(`#/blame?path=${enc(ev.target.path.value)}`); } },
     "file ", h("input", { name: "path", value: path, size: 50, placeholder: "src/app.py" }), h("button", { type: "submit" }, "blame"));
-  app.append(h("h1", {}, "Blame"), form);
-  if (!path) { app.append(h("p", { class: "empty" }, "Which agent turn or person wrote each line of a file.")); return; }
+  put(app, h("h1", {}, "Blame"), form);
+  if (!path) { put(app, h("p", { class: "empty" }, "Which agent turn or person wrote each line of a file.")); return; }
   const b = await api("blame", { path });
-  app.append(h("p", {}, `${b.path}: ${fmt(b.lines_in_file)} lines, ${fmt(b.recorded_changes)} recorded changes`),
+  put(app, h("p", {}, `${b.path}: ${fmt(b.lines_in_file)} lines, ${fmt(b.recorded_changes)} recorded changes`),
     b.notes.map((n) => h("p", { class: "note", text: n })),
     h("table", { id: "blame" }, b.lines.map((l) => h("tr", { class: "line", "data-line": l.line },
       h("td", { class: "who" }, owner(l.owner)), h("td", { class: "ln", text: l.line }), h("td", {}, h("pre", { text: l.text }))))),
@@ -355,10 +360,10 @@ async function pageSearch(app, r) {
     h("label", {}, h("input", { type: "checkbox", name: "i", checked: r.query.get("i") === "1" }), " ignore case"),
     h("label", {}, h("input", { type: "checkbox", name: "fixed", checked: r.query.get("fixed") === "1" }), " literal"),
     h("button", { type: "submit" }, "search"));
-  app.append(h("h1", {}, "Search"), form);
-  if (!q) { app.append(h("p", { class: "empty" }, "Every prompt, reply, tool call and result of every branch.")); return; }
+  put(app, h("h1", {}, "Search"), form);
+  if (!q) { put(app, h("p", { class: "empty" }, "Every prompt, reply, tool call and result of every branch.")); return; }
   const res = await api("search", { q, i: r.query.get("i"), fixed: r.query.get("fixed") });
-  app.append(h("p", { id: "search-info", "data-count": res.count },
+  put(app, h("p", { id: "search-info", "data-count": res.count },
     `${fmt(res.count)} matching turns, ${fmt(res.lines)} lines`, res.count > res.limit ? ` (the first ${fmt(res.limit)} shown)` : "",
     ` · ${fmt(res.searched.records_searched)} records searched`),
   res.matches.map((m) => h("div", { class: "hit", "data-turn": m.turn ?? "", "data-rev": m.rev },
@@ -371,7 +376,7 @@ async function pageSearch(app, r) {
 // ------------------------------------------------------------------ op log
 async function pageOps(app) {
   const res = await api("ops");
-  app.append(h("h1", {}, "Op log"), h("p", {}, "Every change opal made to the branches, newest first. Each can be taken back."),
+  put(app, h("h1", {}, "Op log"), h("p", {}, "Every change opal made to the branches, newest first. Each can be taken back."),
     h("table", { id: "ops" }, h("tr", {}, h("th", {}, "id"), h("th", {}, "when"), h("th", {}, "what"), h("th", {}, "take it back")),
       res.operations.map((o) => h("tr", { class: "op", "data-op": o.id },
         h("td", { class: "oid", text: short(o.id) }), h("td", { class: "when", text: (o.time || "").replace("T", " ").slice(0, 19) }),
@@ -398,7 +403,7 @@ async function render() {
   } catch (e) {
     if (mine !== loading) return;
     err.hidden = false;
-    err.append(h("b", { text: e.message }), e.hint ? h("div", { class: "hint", text: `hint: ${e.hint}` }) : null);
+    put(err, h("b", { text: e.message }), e.hint ? h("div", { class: "hint", text: `hint: ${e.hint}` }) : null);
   }
   if (mine !== loading) return;  // a newer route started meanwhile
   document.getElementById("app").replaceWith(app);
