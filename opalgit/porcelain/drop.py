@@ -170,20 +170,47 @@ def commit_edit(
 # ------------------------------------------------------------------------------ drop
 
 
+@dataclass
+class DropPlan:
+    """What dropping turns ``first..last`` of a state takes out, before anything is
+    written: what ``opal drop`` commits, and what ``opal web``'s budget page offers."""
+
+    start: int  # records [start, end) go, widened to keep tool calls with their results
+    end: int
+    first: int  # the 1-based turns they hold, after widening
+    last: int
+    removed_turns: int
+    removed_chars: int
+    notes: list[str]
+
+    def saved(self, state: State) -> int:
+        """Estimated tokens the drop saves, as its result reports them."""
+        return estimate(state.header.chars) - estimate(state.header.chars - self.removed_chars)
+
+
+def plan_drop(repo: Repository, state: State, first: int, last: int) -> DropPlan:
+    """The records that dropping turns ``first..last`` (1-based, inclusive) of ``state``
+    takes out, widened so that no tool call loses its result. Reads only."""
+    start, end = _item_span(repo, state, first, last)
+    start, end, notes = _pairs_widen(repo, state, start, end)
+    removed = [si.item for si in sequence.iter_items(repo.store, state.root, start, end)]
+    before_items = [si.item for si in sequence.iter_items(repo.store, state.root, 0, start)]
+    first_n = _turn_number(before_items) + 1
+    last_n = first_n + sum(1 for it in removed if it.is_turn) - 1
+    if notes:
+        notes = [f"range widened to turns {first_n}..{last_n}: " + "; ".join(dict.fromkeys(notes))]
+    removed_turns = sum(1 for it in removed if it.is_turn)
+    removed_chars = sum(int(it.summary.get("chars", 0)) for it in removed)
+    return DropPlan(start, end, first_n, last_n, removed_turns, removed_chars, notes)
+
+
 def drop(repo: Repository, range_text: str, *, squash_message: str | None = None) -> EditResult:
     """Cut turns out of the current state (``squash_message``: replace them by one summary turn)."""
     command = "squash" if squash_message is not None else "drop"
     with repo.lock():
         branch, head, state = current_head(repo)
-        first, last = parse_range(repo, state, range_text)
-        start, end = _item_span(repo, state, first, last)
-        start, end, notes = _pairs_widen(repo, state, start, end)
-        removed = [si.item for si in sequence.iter_items(repo.store, state.root, start, end)]
-        before_items = [si.item for si in sequence.iter_items(repo.store, state.root, 0, start)]
-        first_n = _turn_number(before_items) + 1
-        last_n = first_n + sum(1 for it in removed if it.is_turn) - 1
-        if notes:
-            notes = [f"range widened to turns {first_n}..{last_n}: " + "; ".join(dict.fromkeys(notes))]
+        plan = plan_drop(repo, state, *parse_range(repo, state, range_text))
+        start, end, first_n, last_n, notes = plan.start, plan.end, plan.first, plan.last, plan.notes
         replacement: list[Item] = []
         if squash_message is not None:
             if not squash_message.strip():
@@ -197,11 +224,9 @@ def drop(repo: Repository, range_text: str, *, squash_message: str | None = None
             )
             replacement.append(authored_item("user", [{"type": "text", "text": text}]))
         root = sequence.splice(repo.store, state.root, start, end, replacement)
-        removed_turns = sum(1 for it in removed if it.is_turn)
-        removed_chars = sum(int(it.summary.get("chars", 0)) for it in removed)
         added_chars = sum(int(it.summary.get("chars", 0)) for it in replacement)
-        turns = state.header.turns - removed_turns + len(replacement)
-        chars = state.header.chars - removed_chars + added_chars
+        turns = state.header.turns - plan.removed_turns + len(replacement)
+        chars = state.header.chars - plan.removed_chars + added_chars
         items = state.header.items - (end - start) + len(replacement)
         what = f"turns {first_n}..{last_n}"
         if squash_message is not None:

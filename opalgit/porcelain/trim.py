@@ -15,11 +15,12 @@ from opalgit.errors import NothingToDoError, UsageError
 from opalgit.history import sequence
 from opalgit.history.model import Normal, Turn, summarize
 from opalgit.history.sequence import Item
-from opalgit.history.states import turn_of
+from opalgit.history.states import State, turn_of
 from opalgit.history.tokens import estimate
 from opalgit.porcelain.drop import EditResult, commit_edit, current_head
 from opalgit.porcelain.states import normal_of
 from opalgit.store.repo import Repository
+from opalgit.structs import dataclass
 
 EXCERPT_MARK = "[opal: {cut} characters of this tool output were trimmed; {kept} kept]"
 _MARK_RE = re.compile(r"\[opal: \d+ characters of this tool output were trimmed; \d+ kept\]")
@@ -66,48 +67,70 @@ def _shorter(text: str, over: int, keep: int) -> str | None:
     return cut if len(cut) < len(text) else None
 
 
-def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
-    """Shrink every tool output longer than ``over`` characters to a marked excerpt.
+@dataclass
+class TrimPlan:
+    """What trimming a state's tool outputs over a size would change, before anything
+    is written: what ``opal trim`` commits, and what ``opal web``'s budget page offers."""
+
+    items: list[Item]  # every record of the state, the trimmed ones replaced
+    changed: int  # tool outputs that get shorter
+    chars_delta: int  # (negative) change of the state's characters
+    first_changed: int | None  # index of the first replaced record
+    keep: int
+
+    def saved(self, state: State) -> int:
+        """Estimated tokens the trim saves, as its result reports them."""
+        return estimate(state.header.chars) - estimate(state.header.chars + self.chars_delta)
+
+
+def default_keep(over: int) -> int:
+    """A quarter of the size, at least 200 characters, and always well below the size."""
+    return min(max(200, over // 4), over // 2)
+
+
+def plan_trim(repo: Repository, state: State, over: int, keep: int | None = None) -> TrimPlan:
+    """The records of ``state`` with every tool output longer than ``over`` characters
+    shrunk to a marked excerpt of ``keep``. Reads only; nothing is written.
 
     An output is replaced only when its excerpt is shorter, so a trim never grows the
     context and never counts an output it left as it was.
     """
+    keep = keep if keep is not None else default_keep(over)
+    new_items: list[Item] = []
+    changed = 0
+    chars_delta = 0
+    first_changed: int | None = None
+    for index, si in enumerate(sequence.iter_items(repo.store, state.root)):
+        it = si.item
+        replaced = None
+        if it.summary.get("kind") == "tool_result" and int(it.summary.get("chars", 0)) > over:
+            replaced = _trim_turn(turn_of(repo, it), normal_of(repo, it), over, keep)
+        if replaced is None:
+            new_items.append(it)
+            continue
+        payloads: dict[bytes, bytes] = {}
+        canon = replaced[0].encode(payloads)
+        item = Item(codec.digest(canon), canon, summarize(replaced[1]), payloads=payloads)
+        chars_delta += int(item.summary.get("chars", 0)) - int(it.summary.get("chars", 0))
+        new_items.append(item)
+        changed += 1
+        if first_changed is None:
+            first_changed = index
+    return TrimPlan(new_items, changed, chars_delta, first_changed, keep)
+
+
+def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
+    """Shrink every tool output longer than ``over`` characters to a marked excerpt
+    (see :func:`plan_trim`), as a commit on the current branch."""
     if keep is not None and keep >= over:
         raise UsageError(
             f"--keep {keep} is not below --tool-output-over {over}: nothing would get shorter",
             hint="keep less than the size that triggers a trim, e.g. --tool-output-over 20k --keep 5k",
         )
-    # A quarter of the size, at least 200 characters, and always well below the size.
-    keep = keep if keep is not None else min(max(200, over // 4), over // 2)
     with repo.lock():
         branch, head, state = current_head(repo)
-        new_items: list[Item] = []
-        changed = 0
-        chars_delta = 0
-        first_changed: int | None = None
-        index = 0
-        for si in sequence.iter_items(repo.store, state.root):
-            it = si.item
-            if it.summary.get("kind") != "tool_result" or int(it.summary.get("chars", 0)) <= over:
-                new_items.append(it)
-                index += 1
-                continue
-            turn = turn_of(repo, it)
-            normal = normal_of(repo, it)
-            replaced = _trim_turn(turn, normal, over, keep)
-            if replaced is None:
-                new_items.append(it)
-                index += 1
-                continue
-            payloads: dict[bytes, bytes] = {}
-            canon = replaced[0].encode(payloads)
-            item = Item(codec.digest(canon), canon, summarize(replaced[1]), payloads=payloads)
-            chars_delta += int(item.summary.get("chars", 0)) - int(it.summary.get("chars", 0))
-            new_items.append(item)
-            changed += 1
-            if first_changed is None:
-                first_changed = index
-            index += 1
+        plan = plan_trim(repo, state, over, keep)
+        keep, changed, chars_delta, first_changed = plan.keep, plan.changed, plan.chars_delta, plan.first_changed
         if not changed:
             longer = sum(1 for si in sequence.iter_items(repo.store, state.root) if si.item.summary.get("kind") == "tool_result" and int(si.item.summary.get("chars", 0)) > over)
             if longer:
@@ -117,7 +140,7 @@ def trim(repo: Repository, over: int, *, keep: int | None = None) -> EditResult:
                 )
             raise NothingToDoError(f"no tool output is longer than {over} characters")
         assert first_changed is not None
-        root = sequence.splice(repo.store, state.root, first_changed, state.header.items, new_items[first_changed:])
+        root = sequence.splice(repo.store, state.root, first_changed, state.header.items, plan.items[first_changed:])
         chars = state.header.chars + chars_delta
         oid = commit_edit(
             repo, branch, head, state, root,
