@@ -17,7 +17,6 @@ from opalgit.history.states import current_branch, load_state, resolve
 from opalgit.history.tokens import estimate
 from opalgit.porcelain.states import normal_of, of_item
 from opalgit.store.repo import Repository
-from opalgit.times import iso_ms
 
 #: Turns on one page of the state view: enough to read on, few enough that a page of a
 #: 100,000-turn state is read in a few leaves.
@@ -73,16 +72,13 @@ def graph(repo: Repository, params: dict[str, str]) -> dict:
 
 # ------------------------------------------------------------------ one state
 def _turn_row(repo: Repository, number: int, si: sequence.StoredItem) -> dict:
+    """A row as ``opal log --turns --json`` lists it, with what the state page adds: the
+    calls and results it holds (to pair them on the page) and its preview."""
+    from opalgit.porcelain.log import TurnInfo
+
     s = si.item.summary
     return {
-        "turn": number,
-        "record": si.index + 1,
-        "role": s.get("role"),
-        "kind": s.get("kind"),
-        "tool": s.get("tool"),
-        "chars": s.get("chars", 0),
-        "tokens": estimate(int(s.get("chars", 0))),
-        "time": iso_ms(s.get("time")),
+        **TurnInfo(number, si.index, si.item.id, s).to_json(),
         "calls": list(s.get("calls", ())),
         "results": list(s.get("results", ())),
         "preview": of_item(repo, si.item, PREVIEW_WIDTH),

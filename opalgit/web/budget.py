@@ -88,8 +88,7 @@ def _budget_cut(repo: Repository, rev: str, st, agent: str | None, tokens: int) 
                      with_secrets=False)
     except OpalError as e:  # said on the page, in the cut's place
         return {"command": f"opal export {rev} --to {agent} --budget {target}", "saves": 0, "what": f"cannot: {e}"}
-    changes = ", ".join(f"{k} {v}" for k, v in sorted(res.report.converted.items()) if k.startswith("budget:")) \
-        if hasattr(res.report, "converted") else ""
+    changes = ", ".join(f"{k} {v}" for k, v in sorted(res.report.converted.items()) if k.startswith("budget:"))
     return {"command": f"opal export {rev} --to {agent} --budget {target}",
             "saves": res.tokens_before - res.tokens_after,
             "what": f"a new {agent} session of about {res.tokens_after:,} tokens, the branch unchanged"

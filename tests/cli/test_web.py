@@ -182,7 +182,7 @@ def test_state_pages_agree_with_opal_log_turns(web, demo):
         [t for t in cli if t["turn"] is not None]
     page = web.api("state", rev="HEAD", limit=7)
     assert page["turns"] == len(turns)
-    assert [(r["turn"], r["role"], r["tool"], r["tokens"]) for r in page["items"]] == \
+    assert [(r["turn"], r["role"], r["tool"], r["tokens_estimate"]) for r in page["items"]] == \
         [(t["turn"], t["role"], t["tool"], t["tokens_estimate"]) for t in turns[:7]]
     # A later page starts at its turn, however many bookkeeping records came before.
     later = web.api("state", rev="HEAD", **{"from": 30}, limit=5)

@@ -68,17 +68,13 @@ def test_a_line_of_history_stays_in_one_lane():
     assert all(len(e["points"]) == 2 for e in edges)
 
 
-def _demo_repo(tmp_path, home):
-    p = tmp_path / "project"
-    p.mkdir()
-    git("init", "-q", str(p))
-    (p / "README.md").write_text("x\n")
-    git("add", "README.md", cwd=str(p))
-    git("commit", "-q", "-m", "code", cwd=str(p))
+def _demo_repo(project):
+    """The conftest ``project`` (a real git repository with a code commit), with opal
+    set up and the bundled demo session committed on main."""
     for args in (("init",), ("commit", "--file", DEMO, "-m", "whole session")):
-        r = opal(*args, cwd=p)
+        r = opal(*args, cwd=project)
         assert r.returncode == 0, r.stderr
-    return p
+    return project
 
 
 def _run(p, *args):
@@ -87,8 +83,8 @@ def _run(p, *args):
     return r
 
 
-def test_graph_of_a_fork_a_merge_a_rewind_and_a_remote_branch(tmp_path, home):
-    p = _demo_repo(tmp_path, home)
+def test_graph_of_a_fork_a_merge_a_rewind_and_a_remote_branch(tmp_path, project, home):
+    p = _demo_repo(project)
     _run(p, "switch", "-c", "fork", "HEAD:20")          # a fork at turn 20
     _run(p, "commit", "--file", DEMO, "-m", "again")     # nothing new, or a commit: either is drawn
     _run(p, "switch", "main")
@@ -116,8 +112,8 @@ def test_graph_of_a_fork_a_merge_a_rewind_and_a_remote_branch(tmp_path, home):
     assert live == out
 
 
-def test_graph_counts_a_merge_as_two_edges(tmp_path, home):
-    p = _demo_repo(tmp_path, home)
+def test_graph_counts_a_merge_as_two_edges(project, home):
+    p = _demo_repo(project)
     _run(p, "switch", "-c", "side")
     _run(p, "drop", "HEAD:2..HEAD:3")   # a change of its own on each line, far apart
     _run(p, "switch", "main")
@@ -139,8 +135,8 @@ def test_bars_group_a_long_state_into_at_most_the_limit():
     assert all(a["last"] + 1 == b["first"] for a, b in zip(bars, bars[1:]))
 
 
-def test_budget_agrees_with_opal_stats_and_its_cuts_save_what_the_commands_save(tmp_path, home):
-    p = _demo_repo(tmp_path, home)
+def test_budget_agrees_with_opal_stats_and_its_cuts_save_what_the_commands_save(tmp_path, project, home):
+    p = _demo_repo(project)
     b = budget(Repository.discover(str(p)), "HEAD")
     s = json.loads(_run(p, "stats", "--json").stdout)
     assert b["tokens"] == s["tokens_estimate"] and b["turns"] == s["turns"]

@@ -13,6 +13,11 @@ from opalgit.cli.main import cli
 from opalgit.errors import UsageError
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGTERM ends it as Ctrl-C does: the socket closed, one line said, exit 0."""
+    raise KeyboardInterrupt
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 to serve on (0: a free one).")
@@ -46,8 +51,7 @@ def web(c: Ctx, port: int, open_browser: bool) -> None:
         if e.errno == errno.EADDRINUSE:
             raise UsageError(f"port {port} on 127.0.0.1 is in use", hint="pick another, or --port 0 for a free one") from None
         raise UsageError(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}") from None
-    # SIGTERM ends it as Ctrl-C does: the socket closed, one line said, exit 0.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     click.echo(f"opal web: {server.url}")
     click.echo(f"  serving {repo.workdir or repo.git_dir} (read-only); Ctrl-C stops it", err=True)
     sys.stdout.flush()

@@ -217,7 +217,7 @@ async function pageState(app, r) {
         h("span", { class: "num", text: row.turn }), h("span", { class: "role", text: row.role || "" }),
         h("span", { class: "tool", text: row.tool || "" }),
         h("span", { class: "preview", text: row.preview }),
-        h("span", { class: "tok", title: "estimated tokens" }, fmt(row.tokens)), button), full));
+        h("span", { class: "tok", title: "estimated tokens" }, fmt(row.tokens_estimate)), button), full));
   }
   put(app, 
     h("h1", {}, "State ", h("small", { text: `${rev} · ${short(st.id)}` })),
