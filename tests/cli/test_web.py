@@ -29,8 +29,9 @@ URL = re.compile(r"^opal web: (http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]+
 class Web:
     """A real ``opal web`` subprocess in ``cwd``; stopped by its PID."""
 
-    def __init__(self, cwd, *args: str) -> None:
+    def __init__(self, cwd, *args: str, env: dict | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "opalgit", "web", *args], cwd=str(cwd),
+                                     env={**os.environ, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().rstrip("\n")  # the first line, printed before serving
         m = URL.match(line)

@@ -19,6 +19,14 @@ function h(tag, attrs, ...children) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") el.className = v;
     else if (k === "text") el.textContent = v;
+    else if (k === "style") {
+      // Through the CSSOM: a style attribute is inline style, which the server's
+      // Content-Security-Policy (style-src 'self') blocks.
+      for (const decl of String(v).split(";")) {
+        const at = decl.indexOf(":");
+        if (at > 0) el.style.setProperty(decl.slice(0, at).trim(), decl.slice(at + 1).trim());
+      }
+    }
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : String(v));
   }
@@ -157,9 +165,8 @@ function renderBlock(b) {
   if (t === "text") return h("pre", { class: "block text", text: b.text || "" });
   if (t === "reasoning") return h("details", { class: "block reasoning" }, h("summary", {}, "reasoning"), h("pre", { text: b.text || "" }));
   if (t === "tool_call") {
-    const input = typeof b.input === "string" ? b.input : JSON.stringify(b.input, null, 2);
     return h("div", { class: "block call", "data-call": b.id || "" }, h("div", { class: "call-head" }, "call ",
-      h("b", { text: b.name || "?" }), b.id ? h("span", { class: "callid", text: ` ${b.id}` }) : null), h("pre", { text: input }));
+      h("b", { text: b.name || "?" }), b.id ? h("span", { class: "callid", text: ` ${b.id}` }) : null), callInput(b.input));
   }
   if (t === "tool_result") return renderResult(b, null);
   if (t === "image") {
@@ -169,6 +176,15 @@ function renderBlock(b) {
     return h("div", { class: "block image" }, `[image${b.url ? ": " + b.url : ""}${b.media_type ? ", " + b.media_type : ""}]`);
   }
   return h("pre", { class: "block other", text: JSON.stringify(b, null, 2) });
+}
+
+function callInput(input) {
+  // An object's arguments one per line, a string argument as its own text (a file a
+  // Write call writes reads as the file, not as one JSON string full of \n).
+  if (input === null || typeof input !== "object" || Array.isArray(input) || !Object.keys(input).length)
+    return h("pre", { text: typeof input === "string" ? input : JSON.stringify(input, null, 2) });
+  return h("dl", { class: "call-args" }, Object.entries(input).map(([k, v]) => [h("dt", { text: k }),
+    h("dd", {}, h("pre", { text: typeof v === "string" ? v : JSON.stringify(v, null, 2) }))]));
 }
 
 function resultText(out) {
@@ -266,7 +282,10 @@ async function pageDiff(app, r) {
   const st = d.stat;
   const conflictA = new Set(d.merge ? d.merge.turns_a : []), conflictB = new Set(d.merge ? d.merge.turns_b : []);
   const rows = h("div", { class: "diff-rows" },
-    h("div", { class: "diff-head" }, h("div", { class: "side-a", text: `A: ${d.a}` }), h("div", { class: "side-b", text: `B: ${d.b}` })),
+    h("div", { class: "diff-head" },
+      // During a merge the two sides are its ours and theirs, named by their branches.
+      h("div", { class: "side-a", text: d.merge ? `A, ours: ${d.merge.branch} (${short(d.a_id)})` : `A: ${d.a}` }),
+      h("div", { class: "side-b", text: d.merge ? `B, theirs: ${d.merge.merging} (${short(d.b_id)})` : `B: ${d.b}` })),
     d.common_prefix_turns ? h("details", { class: "shared-prefix" },
       h("summary", {}, `${fmt(d.common_prefix_turns)} shared turns`),
       h("p", {}, "Both states begin with these turns. ", h("a", { href: stateLink(d.a_id) }, "Read them in A"))) : null);
@@ -409,6 +428,8 @@ async function render() {
   document.getElementById("app").replaceWith(app);
   if (r.page !== "state" || !r.query.get("turn")) window.scrollTo(0, 0);
   else { const el = document.getElementById(`turn-${r.query.get("turn")}`); if (el) el.scrollIntoView({ block: "center" }); }
+  // When it was drawn (ms since the page started loading): what the bench's web rows read.
+  document.body.dataset.readyMs = String(performance.now());
   document.body.dataset.ready = "1";
 }
 
