@@ -4,7 +4,10 @@
 #   bash scripts/test.sh              # venv in .venv, pinned agent CLIs in .agents, pytest
 #   bash scripts/test.sh -k sequence  # extra arguments go to pytest
 #
-# What it installs: opal itself (editable) with its test extras into .venv; the real
+# What it installs: the Debian packages the tests drive when missing
+# (scripts/install-system-packages.sh: zsh, fish, bash-completion, ripgrep, and the
+# Chromium and chromedriver that tests/web/ drives opal web's pages in); opal itself
+# (editable) with its test extras into .venv; the real
 # agent CLIs at the versions in scripts/agent-pins.txt (Claude Code, Codex, Gemini CLI,
 # opencode, Qwen Code, Pi, GitHub Copilot CLI) into .agents, and the node 22 that Qwen
 # Code and Pi need into .agents/node22 (npm; scripts/install-agents.sh), which the
@@ -16,6 +19,10 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+
+# The Debian packages the tests drive (shells, ripgrep, Chromium and its chromedriver),
+# installed when missing (root and apt-get), else named.
+bash scripts/install-system-packages.sh
 
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then

@@ -89,7 +89,7 @@ def bash(line: str, cwd, env) -> tuple[list[str], str]:
 
 def fish(line: str, cwd, env) -> tuple[list[str], str]:
     if shutil.which("fish") is None:
-        pytest.skip("fish is not installed (.ci/run installs it)")
+        pytest.skip("fish is not installed (scripts/install-system-packages.sh installs it)")
     script = f"opal completion fish | source; complete -C {_fish_quote(line)}"
     r = subprocess.run(["fish", "--no-config", "-c", script], cwd=str(cwd), env=env, capture_output=True,
                        text=True, timeout=120)
@@ -115,7 +115,7 @@ _opal_completion
 
 def zsh(line: str, cwd, env) -> tuple[list[str], str]:
     if shutil.which("zsh") is None:
-        pytest.skip("zsh is not installed (.ci/run installs it)")
+        pytest.skip("zsh is not installed (scripts/install-system-packages.sh installs it)")
     r = subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER.replace("%%", "%"), "zsh", line], cwd=str(cwd), env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -298,7 +298,7 @@ def _installed(tmp_path, shell_env) -> dict:
 BASH_COMPLETION = "/usr/share/bash-completion/bash_completion"
 
 
-@pytest.mark.skipif(not os.path.exists(BASH_COMPLETION), reason="the bash-completion package is not installed (.ci/run installs it)")
+@pytest.mark.skipif(not os.path.exists(BASH_COMPLETION), reason="the bash-completion package is not installed (scripts/install-system-packages.sh installs it)")
 def test_bash_loads_the_installed_script_on_first_tab(repo, shell_env, tmp_path):
     env = _installed(tmp_path, shell_env)
     script = (f"source {BASH_COMPLETION}\n"
@@ -314,7 +314,7 @@ def test_bash_loads_the_installed_script_on_first_tab(repo, shell_env, tmp_path)
 
 def test_zsh_autoloads_the_installed_script_from_fpath(repo, shell_env, tmp_path):
     if shutil.which("zsh") is None:
-        pytest.skip("zsh is not installed (.ci/run installs it)")
+        pytest.skip("zsh is not installed (scripts/install-system-packages.sh installs it)")
     env = _installed(tmp_path, shell_env)
     script = ('fpath=("$HOME/zfuncs" $fpath); autoload -U compinit && compinit -u -d "$HOME/.zcompdump"\n'
               "print -r -- ${_comps[opal]}\n"
@@ -328,7 +328,7 @@ def test_zsh_autoloads_the_installed_script_from_fpath(repo, shell_env, tmp_path
 
 def test_fish_finds_the_installed_script_by_itself(repo, shell_env, tmp_path):
     if shutil.which("fish") is None:
-        pytest.skip("fish is not installed (.ci/run installs it)")
+        pytest.skip("fish is not installed (scripts/install-system-packages.sh installs it)")
     env = _installed(tmp_path, shell_env)
     # Not --no-config: that skips the set-up that makes fish look in ~/.config/fish/completions.
     r = subprocess.run(["fish", "-c", "complete -C 'opal sw'"], cwd=str(repo), env=env,
