@@ -2,8 +2,8 @@
 of tests/web/ and of the bench's ``web`` rows (bench/web.py).
 
 No browser is downloaded: Chromium and chromedriver come from Debian's packages
-(``apt-get install chromium chromium-driver``, which scripts/install-system-packages.sh does), and Selenium
-is told where the driver is, so its own driver manager never goes to the network.
+(``apt-get install chromium chromium-driver``, which scripts/install-system-packages.sh
+does), and Selenium is told where the driver is, so its own driver manager never goes to the network.
 The browser keeps a performance log, from which :meth:`Browser.requests` lists every
 request a page made, to prove none left 127.0.0.1. Its profile lives in a temporary
 folder and it is ended by :meth:`Browser.quit` (Selenium stops the chromedriver it
@@ -25,7 +25,8 @@ def missing() -> str | None:
     """Why no browser can be started here, or None."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not (os.path.exists(path) or shutil.which(path)):
-            return f"{path} is missing: apt-get install chromium chromium-driver (scripts/install-system-packages.sh does)"
+            return (f"{path} is missing: apt-get install chromium chromium-driver "
+                    "(scripts/install-system-packages.sh does)")
     try:
         import selenium  # noqa: F401
     except ImportError:
