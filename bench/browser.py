@@ -122,16 +122,19 @@ class Browser:
     def page(self) -> str:
         return self.driver.execute_script("return document.body.dataset.page")
 
-    def screenshot(self, folder: str, name: str) -> str:
-        """The whole page (not just the window) as ``folder/name.png``."""
+    def screenshot(self, folder: str, name: str, *, max_height: int = 2400) -> str:
+        """The whole page (not just the window, up to ``max_height`` CSS pixels) as
+        ``folder/name.png``, through DevTools' capture beyond the viewport."""
+        import base64
+
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"{name}.png")
-        height = self.driver.execute_script("return Math.min(document.documentElement.scrollHeight, 2400)")
-        self.driver.set_window_size(1280, max(600, int(height)))
-        try:
-            self.driver.save_screenshot(path)
-        finally:
-            self.driver.set_window_size(1280, 900)
+        size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], max_height), "scale": 1}
+        shot = self.driver.execute_cdp_cmd("Page.captureScreenshot",
+                                           {"format": "png", "captureBeyondViewport": True, "clip": clip})
+        with open(path, "wb") as fh:
+            fh.write(base64.b64decode(shot["data"]))
         return path
 
     # ------------------------------------------------------------------ what it sent

@@ -44,13 +44,13 @@ from .util import (
 
 MB = 1 << 20
 BENCHMARKS = ("import", "incremental", "storage", "export", "read", "memory", "hooks", "peers", "handoff", "grep",
-              "capture", "blame")
+              "capture", "blame", "web")
 #: Rows every run produces (whatever --sizes), in this order; --quick included.
 ROW_IDS = (
     "import", "incremental", "storage.single", "storage.grow20", "storage.naive", "storage.forks.same",
     "storage.forks.export", "export.claude", "export.codex", "export.gemini", "read.log", "read.show",
     "read.diff", "read.status", "read.branch", "memory", "hooks", "peers.time", "peers.tool_calls", "peers.handoff",
-    "grep", "grep.all", "capture", "blame",
+    "grep", "grep.all", "capture", "blame", "web.state", "web.graph",
 )
 _BENCH_OF_ROW = {r: r.split(".")[0] for r in ROW_IDS}
 _BENCH_OF_ROW["peers.handoff"] = "handoff"  # a benchmark of its own (bench/handoff.py), a row among the peers
@@ -98,6 +98,7 @@ class Config:
     forks: int = 10
     fork_turns: int = 10
     floor_runs: int = 7
+    web_commits: int = 1_000  # the web.graph row's history
     only: set[str] | None = None
     shapes: set[str] | None = None  # the memory rows' session shapes (None: all)
 
@@ -119,7 +120,7 @@ class Config:
     @staticmethod
     def quick_config() -> "Config":
         return Config(quick=True, runs=1, sizes=[256 * 1024, 1 * MB, 2 * MB], inc_turns=300, read_turns=2_000,
-                      read_commits=4, grow_commits=5, forks=2, floor_runs=2)
+                      read_commits=4, grow_commits=5, forks=2, floor_runs=2, web_commits=40)
 
 
 def size_label(n: int) -> str:
@@ -847,6 +848,13 @@ class Bench:
 
         bench_blame(self)
 
+    # ----------------------------------------------------------------------- 13 web
+
+    def bench_web(self) -> None:
+        from .web import bench_web
+
+        bench_web(self)
+
     # ----------------------------------------------------------------------- run
 
     def run(self) -> None:
@@ -855,6 +863,7 @@ class Bench:
             "export": self.bench_export, "read": self.bench_read, "memory": self.bench_memory,
             "hooks": self.bench_hooks, "peers": self.bench_peers, "handoff": self.bench_handoff,
             "grep": self.bench_grep, "capture": self.bench_capture, "blame": self.bench_blame,
+            "web": self.bench_web,
         }
         self.log("[warm-up]")
         self.warm_up()
