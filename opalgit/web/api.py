@@ -216,6 +216,14 @@ def budget(repo: Repository, params: dict[str, str]) -> dict:
     return spend(repo, params.get("rev") or "HEAD")
 
 
+def cuts(repo: Repository, params: dict[str, str]) -> dict:
+    """The budget page's second request: the cuts, which plan each command (seconds on
+    a 100,000-turn state, where the figures take a fraction of one)."""
+    from opalgit.web.budget import cuts as plan
+
+    return plan(repo, params.get("rev") or "HEAD")
+
+
 # ------------------------------------------------------------------ code and search
 def blame(repo: Repository, params: dict[str, str]) -> dict:
     """``opal blame PATH [REV]``: who wrote each line, the agent's turn or a person's commit."""
@@ -260,6 +268,6 @@ def ops(repo: Repository, params: dict[str, str]) -> dict:
 
 
 ENDPOINTS: dict[str, Callable[[Repository, dict[str, str]], dict]] = {
-    "refs": refs, "graph": graph, "state": state, "turn": turn, "diff": diff, "budget": budget,
+    "refs": refs, "graph": graph, "state": state, "turn": turn, "diff": diff, "budget": budget, "cuts": cuts,
     "blame": blame, "search": search, "ops": ops,
 }

@@ -44,12 +44,20 @@ def _size(n: int) -> str:
     return f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
-def _trim_cuts(repo: Repository, st) -> list[dict]:
+def _trim_cuts(repo: Repository, st, outputs: list[int]) -> list[dict]:
+    """``outputs``: the characters of each tool result, from the walk already made. A
+    size that no more outputs exceed than the size before it would plan the same trim,
+    so only the sizes where the count changes are planned (each plan reads the state)."""
     from opalgit.porcelain.trim import default_keep, plan_trim
 
     out: list[dict] = []
     seen: set[int] = set()
+    last = 0
     for over in TRIM_SIZES:
+        longer = sum(1 for n in outputs if n > over)
+        if longer == last:
+            continue
+        last = longer
         plan = plan_trim(repo, st, over)
         if not plan.changed or plan.changed in seen:
             continue
@@ -95,38 +103,57 @@ def _budget_cut(repo: Repository, rev: str, st, agent: str | None, tokens: int) 
                     + (f" ({changes})" if changes else "")}
 
 
-def budget(repo: Repository, rev: str = "HEAD") -> dict:
-    """The budget page's JSON (docs/web.md)."""
-    target = resolve(repo, rev)
-    st = load_state(repo, target.oid)
-    s = stats(repo, rev, top=10)
+def _walk(repo: Repository, st, wanted: set[int], outputs: list[int] | None = None
+          ) -> tuple[list[tuple[int, str | None, str | None]], list[int], dict[int, str]]:
+    """One pass over the state's turns: (tokens, role, tool) of each, the turn numbers
+    of its prompts, and the previews of the turns in ``wanted``; the characters of each
+    tool result (turn or not, as ``opal trim`` sees them) appended to ``outputs``."""
     rows: list[tuple[int, str | None, str | None]] = []
     prompts: list[int] = []
     previews: dict[int, str] = {}
-    wanted = {b["turn"] for b in s.biggest}
     for si in sequence.iter_items(repo.store, st.root):
+        summary = si.item.summary
+        if outputs is not None and summary.get("kind") == "tool_result":
+            outputs.append(int(summary.get("chars", 0)))
         if not si.item.is_turn:
             continue
-        summary = si.item.summary
         rows.append((estimate(int(summary.get("chars", 0))), summary.get("role"), summary.get("tool")))
         if summary.get("role") == "user" and summary.get("kind") == "message":
             prompts.append(len(rows))
         if len(rows) in wanted:
             previews[len(rows)] = of_item(repo, si.item, 120)
-    branch = current_branch(repo)
-    on_branch = branch_head(repo, branch) == st.oid
-    cuts = _trim_cuts(repo, st) + [c for c in [_drop_cut(repo, st, prompts)] if c]
-    if not on_branch:
-        # trim and drop edit the current branch: say how to get there first.
-        for c in cuts:
-            c["command"] = f"opal switch -c trimmed {st.oid.hex()[:10]} && {c['command']}"
-    cuts += [c for c in [_budget_cut(repo, rev, st, st.header.session.agent if st.header.session else None,
-                                     s.tokens)] if c]
+    return rows, prompts, previews
+
+
+def budget(repo: Repository, rev: str = "HEAD") -> dict:
+    """The budget page's figures (docs/web.md): what it draws at once. The cuts take
+    longer on a long state (they plan each command) and come from :func:`cuts`."""
+    target = resolve(repo, rev)
+    st = load_state(repo, target.oid)
+    s = stats(repo, rev, top=10)
+    rows, _prompts, previews = _walk(repo, st, {b["turn"] for b in s.biggest})
     return {
         "rev": rev, "id": st.oid.hex(), "turns": s.turns, "tokens": s.tokens, "tool_calls": s.tool_calls,
         "bars": _bars(rows),
         "by_tool": [{"tool": k, **v} for k, v in s.by_tool.items()],
         "by_kind": [{"kind": k, **v} for k, v in s.by_kind.items()],
         "biggest": [{**b, "preview": previews.get(b["turn"], "")} for b in s.biggest],
-        "cuts": cuts,
     }
+
+
+def cuts(repo: Repository, rev: str = "HEAD") -> dict:
+    """What ``opal trim``, ``opal drop`` and ``opal export --budget`` would cut from the
+    state at ``rev``, each as the command to run and the tokens it saves."""
+    st = load_state(repo, resolve(repo, rev).oid)
+    outputs: list[int] = []
+    rows, prompts, _ = _walk(repo, st, set(), outputs)
+    tokens = sum(t for t, _, _ in rows)  # opal stats's figure: the sum over the turns
+    on_branch = branch_head(repo, current_branch(repo)) == st.oid
+    out = _trim_cuts(repo, st, outputs) + [c for c in [_drop_cut(repo, st, prompts)] if c]
+    if not on_branch:
+        # trim and drop edit the current branch: say how to get there first.
+        for c in out:
+            c["command"] = f"opal switch -c trimmed {st.oid.hex()[:10]} && {c['command']}"
+    agent = st.header.session.agent if st.header.session else None
+    out += [c for c in [_budget_cut(repo, rev, st, agent, tokens)] if c]
+    return {"rev": rev, "id": st.oid.hex(), "tokens": tokens, "cuts": out}

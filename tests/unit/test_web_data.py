@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opalgit.store.repo import Repository
-from opalgit.web.budget import BARS, _bars, budget
+from opalgit.web.budget import BARS, _bars, budget, cuts
 from opalgit.web.graph import graph, lay_out
 from tests.conftest import ROOT, git, opal
 
@@ -143,8 +143,10 @@ def test_budget_agrees_with_opal_stats_and_its_cuts_save_what_the_commands_save(
     assert {t["tool"]: t["tokens"] for t in b["by_tool"]} == {k: v["tokens"] for k, v in s["by_tool"].items()}
     assert [x["turn"] for x in b["biggest"]] == [x["turn"] for x in s["biggest"]]
     assert sum(x["tokens"] for x in b["bars"]) == b["tokens"]
-    assert b["cuts"], "the demo state has exchanges to drop"
-    for cut in b["cuts"]:
+    c = cuts(Repository.discover(str(p)), "HEAD")
+    assert c["tokens"] == b["tokens"] and c["id"] == b["id"]
+    assert c["cuts"], "the demo state has exchanges to drop"
+    for cut in c["cuts"]:
         copy = tmp_path / f"copy-{abs(hash(cut['command']))}"
         shutil.copytree(p, copy)
         args = cut["command"].split()[1:]

@@ -2,7 +2,7 @@
 walks to any of them, and the budget chart groups turns into at most its bar count.
 
 The session is the bench's generator's (bench/generate.py, lean Claude Code shape,
-20,000 turns, committed by the real ``opal commit``); the bench's ``web.state`` row
+20,500 turns, committed by the real ``opal commit``); the bench's ``web.state`` row
 times the same pages at 100,000 turns.
 """
 
@@ -16,8 +16,9 @@ from bench.generate import generate
 from tests.cli.test_web import Web
 from tests.conftest import git, opal
 
-TURNS = 20_000
+TURNS = 20_500  # past the 20,000 turns up to which the budget page plans its cuts unasked
 PAGE = 200
+LAST = TURNS - (TURNS - 1) % PAGE  # the first turn of the last page
 
 
 @pytest.fixture(scope="module")
@@ -62,19 +63,19 @@ def test_a_long_state_opens_one_page_at_a_time_and_walks_to_any_turn(big, big_se
     browser.go("#/state/HEAD")
     assert int(browser.one("#state-info").get_attribute("data-turns")) == TURNS
     assert _shown(browser) == [want[n] for n in range(1, PAGE + 1)]
-    assert "turns 1–200 of 20,000" in browser.one(".pager .range").text
+    assert "turns 1–200 of 20,500" in browser.one(".pager .range").text
     assert browser.all(".pager span.prev.off") and browser.all(".pager span.first.off")
 
     browser.driver.execute_script("document.body.dataset.ready = '0';")
     browser.one(".pager a.last").click()
     browser.wait_ready()
-    assert _shown(browser) == [want[n] for n in range(TURNS - PAGE + 1, TURNS + 1)]
+    assert _shown(browser) == [want[n] for n in range(LAST, TURNS + 1)]
     assert browser.all(".pager span.next.off")
 
     browser.driver.execute_script("document.body.dataset.ready = '0';")
     browser.one(".pager a.prev").click()
     browser.wait_ready()
-    assert _shown(browser)[0] == want[TURNS - 2 * PAGE + 1]
+    assert _shown(browser)[0] == want[LAST - PAGE]
 
     # The jump form: any turn, on its page, marked and scrolled into view.
     field = browser.one(".pager form.jump input[name=turn]")
@@ -92,7 +93,7 @@ def test_a_long_state_opens_one_page_at_a_time_and_walks_to_any_turn(big, big_se
     assert browser.driver.execute_script("return document.querySelectorAll('.turn').length") == PAGE
 
 
-def test_the_budget_of_a_long_state_groups_turns_into_bars(big, big_server, browser):
+def test_the_budget_of_a_long_state_groups_turns_into_bars_and_plans_cuts_when_asked(big, big_server, browser):
     stats = _cli(big, "stats")
     browser.open(big_server.url)
     browser.go("#/budget/HEAD")
@@ -104,3 +105,9 @@ def test_the_budget_of_a_long_state_groups_turns_into_bars(big, big_server, brow
     assert all(a[1] + 1 == b[0] for a, b in zip(bars, bars[1:]))
     assert sum(t for _, _, t in bars) == stats["tokens_estimate"]
     assert "Tokens per group of turns" in browser.one("main h2").text
+    # The cuts of a long state wait for a click, then are the API's.
+    assert browser.one("#cuts").get_attribute("data-ready") == "0" and not browser.all(".cut")
+    browser.one("#plan-cuts").click()
+    browser.wait_for('#cuts[data-ready="1"]', timeout=300)
+    want = big_server.api("cuts", rev="HEAD")["cuts"]
+    assert want and [c.text for c in browser.all(".cut code.cmd")] == [c["command"] for c in want]

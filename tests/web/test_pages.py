@@ -171,7 +171,7 @@ def test_the_diff_of_a_merge_stopped_on_a_conflict_marks_the_conflicting_turns(s
     assert code == 0, err
 
 
-def test_the_budget_shows_opal_stats_figures_and_the_cuts_as_commands(site, page, shots):
+def test_the_budget_shows_opal_stats_figures_and_the_cuts_as_commands(site, server, page, shots):
     page.go("#/budget/main")
     stats = site.json("stats", "main")
     total = page.one("#budget-total")
@@ -185,7 +185,12 @@ def test_the_budget_shows_opal_stats_figures_and_the_cuts_as_commands(site, page
     assert tools == {k: v["tokens"] for k, v in stats["by_tool"].items()}
     biggest = [int(r.get_attribute("data-turn")) for r in page.all("#biggest tr[data-turn]")]
     assert biggest == [x["turn"] for x in stats["biggest"]]
+    page.wait_for('#cuts[data-ready="1"]')  # the cuts come in a second request
+    assert not page.all("#cuts .error")
     cuts = [c.text for c in page.all(".cut code.cmd")]
+    api = server.api("cuts", rev="main")["cuts"]
+    assert cuts == [c["command"] for c in api]
+    assert [int(c.get_attribute("data-saves")) for c in page.all(".cut")] == [c["saves"] for c in api]
     assert cuts and all(c.startswith("opal ") for c in cuts)
     assert any(c.startswith("opal drop HEAD:") for c in cuts)
     page.screenshot(shots, "budget")

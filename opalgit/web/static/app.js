@@ -8,6 +8,7 @@
 
 const PAGE = 200;            // turns per page of the state view (api.PAGE)
 const ROW = 28;              // graph row height, px
+const CUTS_AT_ONCE = 20000;  // the budget page plans its cuts unasked up to this many turns
 const LANE = 16;             // graph lane width, px
 const COLORS = ["#3b82c4", "#d9822b", "#2f9e44", "#c2255c", "#7048e8", "#0c8599", "#e8590c", "#5c940d"];
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -328,9 +329,22 @@ async function pageBudget(app, r) {
   const biggest = h("table", { id: "biggest" }, h("tr", {}, h("th", {}, "turn"), h("th", {}, "role"), h("th", {}, "tool"), h("th", {}, "tokens"), h("th", {}, "preview")),
     b.biggest.map((t) => h("tr", { "data-turn": t.turn, "data-tokens": t.tokens }, h("td", {}, h("a", { href: stateLink(b.id, t.turn) }, String(t.turn))),
       h("td", { text: t.role || "" }), h("td", { text: t.tool || "" }), h("td", { text: fmt(t.tokens) }), h("td", { class: "preview", text: t.preview || "" }))));
-  const cuts = h("div", { id: "cuts" }, b.cuts.length ? b.cuts.map((c) => h("div", { class: "cut", "data-saves": c.saves },
-    cmd(c.command), h("span", { class: "saves" }, ` saves ~${fmt(c.saves)} tokens`), h("div", { class: "what", text: c.what })))
-    : h("p", { class: "empty" }, "Nothing worth cutting."));
+  // The cuts come in a second request: planning each command reads the whole state
+  // again, seconds on a long one, and the figures should not wait for that.
+  // On a long state they wait for a click (a 100,000-turn state takes some 15 s).
+  const cuts = h("div", { id: "cuts", "data-ready": "0" });
+  const planCuts = () => {
+    cuts.replaceChildren(h("p", { class: "empty" }, "working out what each command would cut…"));
+    api("cuts", { rev }).then((res) => {
+      cuts.replaceChildren(...(res.cuts.length ? res.cuts.map((c) => h("div", { class: "cut", "data-saves": c.saves },
+        cmd(c.command), h("span", { class: "saves" }, ` saves ~${fmt(c.saves)} tokens`), h("div", { class: "what", text: c.what })))
+        : [h("p", { class: "empty" }, "Nothing worth cutting.")]));
+    }, (e) => { cuts.replaceChildren(h("p", { class: "note error", text: e.message + (e.hint ? ` (hint: ${e.hint})` : "") })); })
+      .finally(() => { cuts.dataset.ready = "1"; });
+  };
+  if (b.turns <= CUTS_AT_ONCE) planCuts();
+  else put(cuts, h("p", {}, `Planning the cuts reads all ${fmt(b.turns)} turns again, which takes a while. `,
+    h("button", { type: "button", id: "plan-cuts", onclick: planCuts }, "work them out")));
   put(app, h("h1", {}, "Budget ", h("small", { text: `${rev} · ${short(b.id)}` })),
     h("div", { id: "budget-total", "data-tokens": b.tokens, "data-turns": b.turns },
       `~${fmt(b.tokens)} tokens in ${fmt(b.turns)} turns`),
