@@ -84,7 +84,9 @@ class _Web:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            # SIGTERM, not SIGINT: a bench started in the background by a shell runs
+            # with SIGINT ignored, and opal web keeps it so.
+            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:

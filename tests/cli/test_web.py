@@ -30,8 +30,12 @@ class Web:
     """A real ``opal web`` subprocess in ``cwd``; stopped by its PID."""
 
     def __init__(self, cwd, *args: str, env: dict | None = None) -> None:
+        # SIGINT as a terminal's foreground process has it: a test run started in the
+        # background by a non-interactive shell inherits it ignored, which opal web
+        # (like any Python program) keeps, and Ctrl-C could not be tested.
         self.proc = subprocess.Popen([sys.executable, "-m", "opalgit", "web", *args], cwd=str(cwd),
                                      env={**os.environ, **(env or {})},
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().rstrip("\n")  # the first line, printed before serving
         m = URL.match(line)
