@@ -901,6 +901,30 @@ class Workflows(RuleBasedStateMachine):
         assert not lost, f"{len(lost)} turns that were on a branch are in no reachable state"
 
     @invariant()
+    def web_graph_holds_every_branch_and_every_state_the_op_log_keeps(self):
+        """opal web's graph (opalgit/web/graph.py): every commit a branch or remote
+        branch reaches, live, and nothing else live; each branch's name on its head;
+        every state a branch ever pointed at during the sequence still drawn (the op
+        log keeps it: what an undo can bring back); one edge per parent link."""
+        STATS["check web_graph_holds_every_branch_and_every_state_the_op_log_keeps"] += 1
+        if not self._changed("web", self.a):
+            return
+        from opalgit.web.graph import graph
+
+        g = graph(self.repo(self.a))
+        drawn = {c["id"]: c for c in g["commits"]}
+        tips = git(self.a.path, "for-each-ref", "--format=%(objectname)", "refs/opal/heads",
+                   "refs/opal/remotes").stdout.split()
+        live = set(git(self.a.path, "rev-list", *tips).stdout.split()) if tips else set()
+        assert {o for o, c in drawn.items() if not c["abandoned"]} == live, "the graph's live commits are not git's"
+        for name, b in self.m.branches.items():
+            assert name in drawn[b.oid.hex()]["branches"], f"{name} is not on its head in the graph"
+        kept = {b.oid.hex() for e in self.history for snap in (e.before, e.after) for b in snap.branches.values()}
+        assert kept <= set(drawn), f"{len(kept - set(drawn))} states the op log keeps are not drawn"
+        assert len(g["edges"]) == sum(len(c["parents"]) for c in g["commits"])
+        assert all(set(c["parents"]) <= set(drawn) for c in g["commits"])
+
+    @invariant()
     def fsck_is_clean(self):
         STATS["check fsck_is_clean"] += 1
         for clone in (self.a, self.b):
