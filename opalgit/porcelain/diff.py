@@ -8,7 +8,7 @@ cost only their differing leaves.
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from typing import Callable, Mapping
 
 from opalgit.errors import UsageError
 from opalgit.history import sequence
@@ -342,8 +342,11 @@ def turn_text(normal, *, readable: bool = False) -> str:
     return "\n".join(parts)
 
 
-def stats(repo: Repository, rev: str = "HEAD", top: int = 10, *, exact: bool = False) -> Stats:
-    """Where a state's tokens go. ``exact`` counts with o200k (needs ``bpe-openai``)."""
+def stats(repo: Repository, rev: str = "HEAD", top: int = 10, *, exact: bool = False,
+          visit: Callable[[int, dict], None] | None = None) -> Stats:
+    """Where a state's tokens go. ``exact`` counts with o200k (needs ``bpe-openai``).
+    ``visit(tokens, summary)``: called for each turn in order, in the same pass (so a
+    caller that wants more of each turn, as opal web's budget page does, walks once)."""
     from opalgit.history.tokens import exact_counter
 
     counter = exact_counter() if exact else None
@@ -381,6 +384,8 @@ def stats(repo: Repository, rev: str = "HEAD", top: int = 10, *, exact: bool = F
             bt["turns"] += 1
             bt["tokens"] += t
         biggest.append((t, number, s))
+        if visit is not None:
+            visit(t, s)
     biggest.sort(key=lambda x: (-x[0], x[1]))
     return Stats(
         rev,

@@ -103,41 +103,47 @@ def _budget_cut(repo: Repository, rev: str, st, agent: str | None, tokens: int) 
                     + (f" ({changes})" if changes else "")}
 
 
-def _walk(repo: Repository, st, wanted: set[int], outputs: list[int] | None = None
-          ) -> tuple[list[tuple[int, str | None, str | None]], list[int], dict[int, str]]:
-    """One pass over the state's turns: (tokens, role, tool) of each, the turn numbers
-    of its prompts, and the previews of the turns in ``wanted``; the characters of each
-    tool result (turn or not, as ``opal trim`` sees them) appended to ``outputs``."""
-    rows: list[tuple[int, str | None, str | None]] = []
+def _walk(repo: Repository, st, outputs: list[int]) -> tuple[list[int], list[int]]:
+    """One pass over the state's turns: the tokens of each and the turn numbers of its
+    prompts; the characters of each tool result (turn or not, as ``opal trim`` sees
+    them) appended to ``outputs``."""
+    rows: list[int] = []
     prompts: list[int] = []
-    previews: dict[int, str] = {}
     for si in sequence.iter_items(repo.store, st.root):
         summary = si.item.summary
-        if outputs is not None and summary.get("kind") == "tool_result":
+        if summary.get("kind") == "tool_result":
             outputs.append(int(summary.get("chars", 0)))
         if not si.item.is_turn:
             continue
-        rows.append((estimate(int(summary.get("chars", 0))), summary.get("role"), summary.get("tool")))
+        rows.append(estimate(int(summary.get("chars", 0))))
         if summary.get("role") == "user" and summary.get("kind") == "message":
             prompts.append(len(rows))
-        if len(rows) in wanted:
-            previews[len(rows)] = of_item(repo, si.item, 120)
-    return rows, prompts, previews
+    return rows, prompts
+
+
+def _preview(repo: Repository, st, turn: int) -> str:
+    """Turn ``turn``'s preview, read by its index (the leaves before it are not read)."""
+    start = sequence.item_index_of_turn(repo.store, st.root, turn - 1)
+    for si in sequence.iter_items(repo.store, st.root, start):
+        if si.item.is_turn:
+            return of_item(repo, si.item, 120)
+    return ""
 
 
 def budget(repo: Repository, rev: str = "HEAD") -> dict:
-    """The budget page's figures (docs/web.md): what it draws at once. The cuts take
-    longer on a long state (they plan each command) and come from :func:`cuts`."""
+    """The budget page's figures (docs/web.md): what it draws at once, in the one pass
+    over the state that ``opal stats`` makes. The cuts take longer on a long state (they
+    plan each command) and come from :func:`cuts`."""
     target = resolve(repo, rev)
     st = load_state(repo, target.oid)
-    s = stats(repo, rev, top=10)
-    rows, _prompts, previews = _walk(repo, st, {b["turn"] for b in s.biggest})
+    rows: list[tuple[int, str | None, str | None]] = []
+    s = stats(repo, rev, top=10, visit=lambda t, summary: rows.append((t, summary.get("role"), summary.get("tool"))))
     return {
         "rev": rev, "id": st.oid.hex(), "turns": s.turns, "tokens": s.tokens, "tool_calls": s.tool_calls,
         "bars": _bars(rows),
         "by_tool": [{"tool": k, **v} for k, v in s.by_tool.items()],
         "by_kind": [{"kind": k, **v} for k, v in s.by_kind.items()],
-        "biggest": [{**b, "preview": previews.get(b["turn"], "")} for b in s.biggest],
+        "biggest": [{**b, "preview": _preview(repo, st, b["turn"])} for b in s.biggest],
     }
 
 
@@ -146,8 +152,8 @@ def cuts(repo: Repository, rev: str = "HEAD") -> dict:
     state at ``rev``, each as the command to run and the tokens it saves."""
     st = load_state(repo, resolve(repo, rev).oid)
     outputs: list[int] = []
-    rows, prompts, _ = _walk(repo, st, set(), outputs)
-    tokens = sum(t for t, _, _ in rows)  # opal stats's figure: the sum over the turns
+    rows, prompts = _walk(repo, st, outputs)
+    tokens = sum(rows)  # opal stats's figure: the sum over the turns
     on_branch = branch_head(repo, current_branch(repo)) == st.oid
     out = _trim_cuts(repo, st, outputs) + [c for c in [_drop_cut(repo, st, prompts)] if c]
     if not on_branch:
