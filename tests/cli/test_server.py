@@ -52,11 +52,15 @@ class Served:
             input=input, stdin=subprocess.DEVNULL if input is None and stdin is None else stdin,
         )
 
-    def popen(self, *args: str, cwd=None, env: dict | None = None) -> subprocess.Popen:
+    def popen(self, *args: str, cwd=None, env: dict | None = None, own_group: bool = False) -> subprocess.Popen:
+        """``own_group``: in a process group of its own in this session, as a shell puts
+        a job. Ctrl-Z needs it: the kernel discards a stop signal's default action in an
+        orphaned process group, which a test run started in the background by a
+        non-interactive shell is, and a shell's job never is."""
         return subprocess.Popen(
             [sys.executable, "-m", "opalgit", *args], cwd=str(cwd) if cwd else None,
             env={**self.env, **(env or {})}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            stderr=subprocess.PIPE, text=True, process_group=0 if own_group else None,
         )
 
     def info(self, env: dict | None = None, package: str | None = None) -> dict | None:
@@ -230,11 +234,11 @@ def test_umask_is_the_clients(served, project, tmp_path):
 # ------------------------------------------------------------------- streams, signals
 
 
-def _reading(served: Served, project, server_pid: int) -> tuple[subprocess.Popen, int]:
+def _reading(served: Served, project, server_pid: int, own_group: bool = False) -> tuple[subprocess.Popen, int]:
     """``opal hook post-rewrite``, which reads its standard input to the end: it waits on
     a pipe this test holds, in the server's command process (found by its working
     folder)."""
-    proc = served.popen("hook", "post-rewrite", "amend", cwd=project)
+    proc = served.popen("hook", "post-rewrite", "amend", cwd=project, own_group=own_group)
     found: list[int] = []
 
     def reading() -> bool:
@@ -880,7 +884,7 @@ def test_ctrl_c_while_the_server_is_stopped_after_the_go_ahead_reaches_the_comma
 def test_ctrl_z_stops_the_command_with_its_client_and_fg_continues_both(served, project):
     info = served.start()
     assert served.opal("init", cwd=project).returncode == 0
-    proc, child = _reading(served, project, info["pid"])
+    proc, child = _reading(served, project, info["pid"], own_group=True)
     proc.send_signal(signal.SIGTSTP)
     assert _wait(lambda: client.process_state(child) == "T" and client.process_state(proc.pid) == "T")
     proc.send_signal(signal.SIGCONT)

@@ -299,6 +299,7 @@ AUDITED = {
     ("opalgit/agents/opencode/write.py", "_import", "subprocess.run"): "opencode (found on PATH) import FILE: the absolute path of the export opal wrote, no shell",
     ("opalgit/server/client.py", "spawn", "subprocess.Popen"): "this interpreter on opal's own code, socket path and idle time",
     ("bench/util.py", "run", "subprocess.Popen"): "the bench's own commands on paths it generated",
+    ("bench/web.py", "_Web.__init__", "subprocess.Popen"): "the bench's opal web with fixed arguments, in a repo it made",
     ("bench/util.py", "isolated_python", "subprocess.run"): "fixed -c programs",
     ("bench/util.py", "_first_line", "subprocess.run"): "fixed version queries",
     ("bench/util.py", "machine", "subprocess.run"): "git -C ROOT with fixed arguments, paths after '--'",
