@@ -160,8 +160,12 @@ def turn(repo: Repository, params: dict[str, str]) -> dict:
         raise UsageError("give turn=N (1-based; negative counts from the end)")
     st = load_state(repo, resolve(repo, rev).oid)
     shown = show_turn(repo, st.oid, n)
-    calls = [b.get("id") for b in shown.normal.blocks if b.get("type") == "tool_call" and b.get("id")]
+    blocks = [b for b in shown.normal.blocks if b.get("type") == "tool_call"]
+    calls = [b.get("id") for b in blocks if b.get("id")]
     body = shown.to_json()
+    # A call the session gave no id (older or drifted formats) cannot be paired with a
+    # result: the page says so rather than show it as unanswered or guess.
+    body["calls_without_id"] = len(blocks) - len(calls)
     body["summary_tool"] = shown.summary.get("tool")
     body["results"] = _results_after(repo, st, shown.index, calls) if calls else []
     body["open_calls"] = sorted(set(calls) - {r["call_id"] for r in body["results"]})

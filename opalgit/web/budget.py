@@ -80,9 +80,10 @@ def _drop_cut(repo: Repository, st, prompts: list[int]) -> dict | None:
         return None
     cut = min(candidates, key=lambda p: abs(p - total // 2)) - 1
     plan = plan_drop(repo, st, 1, cut)
+    notes = "; " + "; ".join(plan.notes) if plan.notes else ""
     return {"command": f"opal drop HEAD:{plan.first}..HEAD:{plan.last}", "saves": plan.saved(st),
             "what": f"leaves out turns {plan.first} to {plan.last}, the oldest exchanges before a prompt "
-                    f"(a tool call is never parted from its result)" + ("; " + "; ".join(plan.notes) if plan.notes else "")}
+                    f"(a tool call is never parted from its result){notes}"}
 
 
 def _budget_cut(repo: Repository, rev: str, st, agent: str | None, tokens: int) -> dict | None:

@@ -211,6 +211,8 @@ async function expand(rev, row, full, button) {
     put(full, ...t.blocks.map(renderBlock));
     for (const r of t.results) put(full, renderResult(r.block, r.turn));
     if (t.open_calls.length) put(full, h("div", { class: "note" }, `no result found for ${t.open_calls.join(", ")} in the next records`));
+    if (t.calls_without_id) put(full, h("div", { class: "note" }, `${t.calls_without_id === 1 ? "a call" : `${t.calls_without_id} calls`} `
+      + "without an id in the session: no result can be paired with it; it is in the turns that follow"));
     if (t.source !== null && t.source !== undefined)
       put(full, h("details", { class: "source" }, h("summary", {}, `stored ${t.agent} record`),
         h("pre", { text: JSON.stringify(t.source, null, 2) })));
