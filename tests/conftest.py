@@ -79,9 +79,11 @@ def fixture_lines():
                             pass
 
 
-def git(*args: str, cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the real git binary."""
-    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True)
+def git(*args: str, cwd: str | None = None, check: bool = True, env: dict | None = None,
+        timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run the real git binary (``env``: variables set on top of this process's)."""
+    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None, timeout=timeout)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 
@@ -56,10 +55,7 @@ class Site:
 
     def git(self, *args: str) -> str:
         """The real git in the project, with this site's HOME (its hooks find the sessions there)."""
-        r = subprocess.run(["git", *args], cwd=str(self.project), env={**os.environ, **self.env},
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, (args, r.stderr)
-        return r.stdout
+        return git(*args, cwd=str(self.project), env=self.env, timeout=300).stdout
 
 
 def demo_file(path: str) -> str:
