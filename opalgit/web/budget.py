@@ -135,10 +135,12 @@ def budget(repo: Repository, rev: str = "HEAD") -> dict:
     """The budget page's figures (docs/web.md): what it draws at once, in the one pass
     over the state that ``opal stats`` makes. The cuts take longer on a long state (they
     plan each command) and come from :func:`cuts`."""
-    target = resolve(repo, rev)
-    st = load_state(repo, target.oid)
+    st = load_state(repo, resolve(repo, rev).oid)
     rows: list[tuple[int, str | None, str | None]] = []
-    s = stats(repo, rev, top=10, visit=lambda t, summary: rows.append((t, summary.get("role"), summary.get("tool"))))
+    # The commit just resolved, not rev again: a branch that moves meanwhile must not
+    # give figures of another state than the id said.
+    s = stats(repo, st.oid.hex(), top=10,
+              visit=lambda t, summary: rows.append((t, summary.get("role"), summary.get("tool"))))
     return {
         "rev": rev, "id": st.oid.hex(), "turns": s.turns, "tokens": s.tokens, "tool_calls": s.tool_calls,
         "bars": _bars(rows),
